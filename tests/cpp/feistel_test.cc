@@ -1,0 +1,177 @@
+#include "distsampler/feistel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "golden.h"
+
+namespace distsampler {
+namespace {
+
+// Checks that the permutation of [0, n) hits every value once, through gather (the vectorized
+// path) and operator() on a sample of positions, and that inverse undoes it.
+void expect_bijection(uint64_t n, uint64_t seed, uint64_t epoch) {
+  const FeistelPermutation p(n, seed, epoch);
+  std::vector<uint64_t> out(n);
+  p.gather(0, 1, n, out.data());
+  std::vector<bool> seen(n, false);
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_LT(out[i], n) << "n=" << n << " position " << i;
+    ASSERT_FALSE(seen[out[i]]) << "n=" << n << " value " << out[i] << " appears twice";
+    seen[out[i]] = true;
+  }
+  for (uint64_t i = 0; i < n; i += 1 + n / 64) {
+    ASSERT_EQ(p(i), out[i]) << "n=" << n;
+    ASSERT_EQ(p.inverse(out[i]), i) << "n=" << n;
+  }
+}
+
+TEST(Feistel, BijectionForEverySizeUpTo2To16) {
+  for (uint64_t n = 0; n <= (uint64_t{1} << 16); ++n) {
+    expect_bijection(n, n * 7919, n % 5);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(Feistel, BijectionWithin3OfEveryPowerOfTwoUpTo2To24) {
+  for (int k = 1; k <= 24; ++k) {
+    for (int d = -3; d <= 3; ++d) {
+      const int64_t n = (int64_t{1} << k) + d;
+      if (n < 0) continue;
+      expect_bijection(static_cast<uint64_t>(n), 12345 + k, static_cast<uint64_t>(d + 3));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Beyond what can be enumerated: inverse(p(x)) == x on sampled positions proves injectivity there,
+// and every value must be below n.
+TEST(Feistel, SampledBijectionUpTo2To63) {
+  std::vector<uint64_t> sizes;
+  for (int k = 25; k <= 63; ++k) {
+    for (int64_t d : {-1, 0, 1}) sizes.push_back((uint64_t{1} << k) + static_cast<uint64_t>(d));
+  }
+  sizes.push_back(1000000000000000ull);
+  sizes.push_back(uint64_t{1} << 63);
+  for (uint64_t n : sizes) {
+    if (n > FeistelPermutation::kMaxSize) continue;
+    const FeistelPermutation p(n, 42, 3);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 2000; ++i) {
+      x = mix64(x);
+      const uint64_t position = (i < 3) ? (i == 0 ? 0 : n - static_cast<uint64_t>(i)) : x % n;
+      const uint64_t value = p(position);
+      ASSERT_LT(value, n) << "n=" << n;
+      ASSERT_EQ(p.inverse(value), position) << "n=" << n;
+    }
+  }
+}
+
+TEST(Feistel, GatherEqualsOperatorWithStrides) {
+  const FeistelPermutation p(1000003, 1, 2);
+  for (uint64_t stride : {1, 2, 7, 64, 999}) {
+    const uint64_t count = (1000003 - 5) / stride;
+    std::vector<uint64_t> out(count);
+    p.gather(5, stride, count, out.data());
+    for (uint64_t j = 0; j < count; ++j) ASSERT_EQ(out[j], p(5 + j * stride));
+  }
+}
+
+// Every permutation of a small dataset must be equally likely over seeds and epochs: a
+// chi-square goodness-of-fit test at significance 1e-4 (Wilson-Hilferty approximation).
+double chi_square_critical(int dof) {
+  const double z = 3.719;  // one-sided 1e-4
+  const double h = 2.0 / (9.0 * dof);
+  return dof * std::pow(1 - h + z * std::sqrt(h), 3);
+}
+
+void expect_uniform_permutations(uint64_t n, int per_cell) {
+  std::map<std::vector<uint64_t>, int> counts;
+  int cells = 1;
+  for (uint64_t i = 2; i <= n; ++i) cells *= static_cast<int>(i);
+  const int trials = cells * per_cell;
+  for (int t = 0; t < trials; ++t) {
+    const FeistelPermutation p(n, static_cast<uint64_t>(t / 4), static_cast<uint64_t>(t % 4));
+    std::vector<uint64_t> perm(n);
+    for (uint64_t i = 0; i < n; ++i) perm[i] = p(i);
+    ++counts[perm];
+  }
+  ASSERT_EQ(static_cast<int>(counts.size()), cells)
+      << "some permutation of " << n << " never appears";
+  double chi2 = 0;
+  for (const auto& [perm, count] : counts) {
+    chi2 += (count - per_cell) * (count - per_cell) / static_cast<double>(per_cell);
+  }
+  EXPECT_LT(chi2, chi_square_critical(cells - 1)) << "n=" << n;
+}
+
+TEST(Feistel, SmallSizesShuffleUniformly) {
+  expect_uniform_permutations(2, 5000);
+  expect_uniform_permutations(3, 2000);
+  expect_uniform_permutations(4, 1000);
+  expect_uniform_permutations(5, 500);
+  expect_uniform_permutations(6, 100);
+}
+
+// Above the small sizes, the pair (element at position 0, element at the last position) must be
+// uniform over the n (n - 1) possibilities.
+TEST(Feistel, PairsOfPositionsAreUniform) {
+  for (uint64_t n : {65, 100, 128, 129, 257}) {
+    const int per_cell = 50;
+    const uint64_t cells = n * (n - 1);
+    std::vector<int> counts(n * n, 0);
+    for (uint64_t t = 0; t < cells * per_cell; ++t) {
+      const FeistelPermutation p(n, t, 77);
+      ++counts[p(0) * n + p(n - 1)];
+    }
+    double chi2 = 0;
+    for (uint64_t a = 0; a < n; ++a) {
+      EXPECT_EQ(counts[a * n + a], 0);
+      for (uint64_t b = 0; b < n; ++b) {
+        if (a != b)
+          chi2 +=
+              (counts[a * n + b] - per_cell) * (counts[a * n + b] - per_cell) / double(per_cell);
+      }
+    }
+    EXPECT_LT(chi2, chi_square_critical(static_cast<int>(cells) - 1)) << "n=" << n;
+  }
+}
+
+TEST(Feistel, KeysHashSeedAndEpochTogetherNotTheirSum) {
+  const uint64_t n = 1000;
+  const FeistelPermutation a(n, 5, 1), b(n, 6, 0), c(n, 5, 1);
+  int same_ab = 0, same_ac = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    same_ab += a(i) == b(i);
+    same_ac += a(i) == c(i);
+  }
+  EXPECT_EQ(same_ac, 1000);
+  EXPECT_LT(same_ab, 10);  // about 1 expected for unrelated permutations
+}
+
+TEST(Feistel, FrozenKnownAnswers) {
+  // The same bits on every compiler and platform: values produced once, never to change.
+  for (const auto& c : testing::read_golden("feistel.txt")) {
+    const FeistelPermutation p(std::stoull(c.fields.at(0)), std::stoull(c.fields.at(1)),
+                               std::stoull(c.fields.at(2)));
+    const uint64_t first = std::stoull(c.fields.at(3));
+    for (size_t j = 0; j < c.values.size(); ++j) ASSERT_EQ(p(first + j), c.values[j]) << c.line;
+  }
+}
+
+TEST(Feistel, RejectsBadArguments) {
+  EXPECT_THROW(FeistelPermutation((uint64_t{1} << 63) + 1, 0, 0), std::invalid_argument);
+  EXPECT_THROW(FeistelPermutation(10, 0, 0, 0), std::invalid_argument);
+  EXPECT_THROW(FeistelPermutation(10, 0, 0, 33), std::invalid_argument);
+  EXPECT_THROW(FeistelPermutation(10, 0, 0).at(10), std::out_of_range);
+  EXPECT_EQ(FeistelPermutation(64, 0, 0, 3).rounds(), FeistelPermutation::kSmallSizeRounds);
+  EXPECT_EQ(FeistelPermutation(65, 0, 0, 3).rounds(), 3);
+  EXPECT_NO_THROW(FeistelPermutation(uint64_t{1} << 63, 0, 0));
+}
+
+}  // namespace
+}  // namespace distsampler
