@@ -1,0 +1,14 @@
+// distsampler.h: the whole public API in one include.
+#ifndef DISTSAMPLER_DISTSAMPLER_H_
+#define DISTSAMPLER_DISTSAMPLER_H_
+
+#include "distsampler/feistel.h"
+#include "distsampler/hash.h"
+#include "distsampler/order.h"
+#include "distsampler/partition.h"
+#include "distsampler/sampler.h"
+#include "distsampler/seed.h"
+#include "distsampler/torch_random.h"
+#include "distsampler/version.h"
+
+#endif  // DISTSAMPLER_DISTSAMPLER_H_

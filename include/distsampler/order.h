@@ -1,0 +1,67 @@
+// order.h: one epoch's global order of [0, n): identity, torch-exact, or random-access Feistel.
+#ifndef DISTSAMPLER_ORDER_H_
+#define DISTSAMPLER_ORDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "distsampler/feistel.h"
+#include "distsampler/seed.h"
+#include "distsampler/torch_random.h"
+
+namespace distsampler {
+
+enum class OrderKind {
+  // torch.randperm(n) seeded with seed + epoch: PyTorch's DistributedSampler bit for bit. Builds
+  // the whole permutation, O(n) time and memory per epoch, on every rank (as PyTorch does).
+  kTorch,
+  // FeistelPermutation keyed by hash(seed, epoch): O(1) per position, O(1) memory.
+  kFeistel,
+};
+
+// "torch" / "feistel", and back; parse throws std::invalid_argument naming `parameter`.
+std::string_view to_string(OrderKind kind);
+OrderKind parse_order_kind(std::string_view text, std::string_view parameter = "order");
+
+// What fixes the order of every epoch. The world size is deliberately absent: an epoch's global
+// order never depends on how many ranks read it.
+struct OrderOptions {
+  uint64_t size = 0;
+  Seed seed;
+  bool shuffle = true;
+  OrderKind kind = OrderKind::kTorch;
+  RandpermVariant randperm = RandpermVariant::kCurrent;     // kind == kTorch only
+  int feistel_rounds = FeistelPermutation::kDefaultRounds;  // kind == kFeistel only
+};
+
+// One epoch's order: position p in [0, size) holds dataset index at(p).
+class EpochOrder {
+ public:
+  virtual ~EpochOrder() = default;
+  uint64_t size() const { return size_; }
+  // Requires position < size().
+  virtual uint64_t at(uint64_t position) const = 0;
+  // out[j] = at(first + j * stride) for j in [0, count); every position must be below size().
+  virtual void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out) const = 0;
+
+ protected:
+  explicit EpochOrder(uint64_t size) : size_(size) {}
+
+ private:
+  uint64_t size_;
+};
+
+// Checks options (size <= 2^63, rounds in range) and throws std::invalid_argument naming the
+// field. Cheap; make_epoch_order calls it too.
+void validate(const OrderOptions& options);
+
+// Builds epoch `epoch`'s order. For kTorch with shuffle this materializes torch.randperm and
+// throws std::out_of_range when seed + epoch leaves PyTorch's seed range, std::length_error when
+// the permutation cannot be held in memory.
+std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, uint64_t epoch);
+
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_ORDER_H_

@@ -1,0 +1,46 @@
+// partition.h: which global positions of an epoch's order a rank reads, and how many.
+#ifndef DISTSAMPLER_PARTITION_H_
+#define DISTSAMPLER_PARTITION_H_
+
+#include <cstdint>
+
+namespace distsampler {
+
+// PyTorch's rule, generalized to a start position for resuming (the elastic rule): a job that
+// starts at global position `start` of an epoch's order with W ranks gives rank r the positions
+// start + r, start + r + W, start + r + 2W, ... (interleaved, not blocks). Without drop_last the
+// positions run past the end and wrap around to the order's start (position p reads p mod n,
+// several times over when W > 2n) so that every rank gets ceil((n - start) / W); with drop_last
+// the tail is cut and every rank gets floor((n - start) / W). start = 0 is exactly PyTorch's
+// DistributedSampler (whose float formula equals these integer ones for n < 2^53).
+struct Partition {
+  uint64_t size = 0;        // n, the dataset size
+  uint64_t world_size = 1;  // W >= 1
+  uint64_t rank = 0;        // 0 <= rank < W
+  bool drop_last = false;
+  uint64_t start = 0;  // global position the job starts at, 0 <= start <= size
+
+  // Throws std::invalid_argument naming the field, the value and the allowed range.
+  void validate() const;
+
+  // Samples per rank (PyTorch's num_samples): the same on every rank.
+  uint64_t num_samples() const {
+    const uint64_t remaining = size - start;
+    return drop_last ? remaining / world_size
+                     : remaining / world_size + (remaining % world_size != 0 ? 1 : 0);
+  }
+  // Positions read by all ranks together (PyTorch's total_size when start = 0).
+  uint64_t total_size() const { return num_samples() * world_size; }
+
+  // The global position (before wrap-around) of this rank's i-th sample, i < num_samples().
+  uint64_t global_position(uint64_t i) const { return start + rank + i * world_size; }
+  // The order position it reads: global_position(i) mod size.
+  uint64_t order_position(uint64_t i) const {
+    const uint64_t p = global_position(i);
+    return p < size ? p : p % size;
+  }
+};
+
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_PARTITION_H_
