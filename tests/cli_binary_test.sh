@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The built distsampler binary as a shell sees it: streams, exit codes, binary output.
+set -u
+bin="$1"
+fail=0
+check() {  # check NAME EXPECTED_CODE ARGS...
+  local name="$1" want="$2"
+  shift 2
+  "$bin" "$@" >/tmp/ds_out.$$ 2>/tmp/ds_err.$$
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "FAIL $name: exit $got, expected $want"; cat /tmp/ds_err.$$; fail=1
+  fi
+}
+check ok 0 indices --size 16 --world-size 2 --rank 0
+[ "$(tr '\n' ' ' </tmp/ds_out.$$)" = "12 9 11 13 2 15 4 7 " ] || { echo "FAIL ok output"; fail=1; }
+[ -s /tmp/ds_err.$$ ] && { echo "FAIL ok wrote to stderr"; fail=1; }
+check binary 0 indices --size 100 --world-size 4 --rank 1 --format binary
+[ "$(stat -c %s /tmp/ds_out.$$)" = 200 ] || { echo "FAIL binary size"; fail=1; }
+check bad_rank 2 indices --size 16 --world-size 2 --rank 2
+[ "$(wc -l </tmp/ds_err.$$)" = 1 ] || { echo "FAIL bad_rank: not one line on stderr"; fail=1; }
+[ -s /tmp/ds_out.$$ ] && { echo "FAIL bad_rank wrote to stdout"; fail=1; }
+check no_command 2
+check help 0 --help
+check huge_feistel 0 indices --order feistel --size 1000000000000000 --world-size 8 --rank 3 \
+  --start 100000000000 --count 5
+[ "$(wc -l </tmp/ds_out.$$)" = 5 ] || { echo "FAIL huge_feistel line count"; fail=1; }
+check demo 0 demo
+rm -f /tmp/ds_out.$$ /tmp/ds_err.$$
+[ $fail = 0 ] && echo "cli_binary: all checks passed"
+exit $fail

@@ -1,0 +1,229 @@
+#include "cli.h"
+
+#include <algorithm>
+#include <charconv>
+#include <exception>
+#include <new>
+#include <vector>
+
+#include "distsampler/distsampler.h"
+
+namespace distsampler::cli {
+namespace {
+
+constexpr const char* kMainHelp = R"(usage: distsampler <command> [flags]
+
+Deterministic distributed sampling: the dataset indices each rank of a data-parallel job reads,
+PyTorch's DistributedSampler bit for bit (--order torch) or a random-access shuffle in O(1)
+memory (--order feistel).
+
+commands:
+  indices   print one rank's indices for one epoch
+  demo      the DistributedSampler post's experiments: the forgotten set_epoch, and why each
+            rank needs a distributed sampler
+  help      this text; `distsampler <command> --help` describes a command
+
+exit status: 0 success, 2 a bad flag or value (one line on stderr).
+)";
+
+constexpr const char* kIndicesHelp =
+    R"(usage: distsampler indices --size N --world-size W --rank R [flags]
+
+Prints the dataset indices rank R reads in one epoch, in order: PyTorch's
+DistributedSampler(range(N), num_replicas=W, rank=R, seed=S, shuffle, drop_last) after
+set_epoch(E) with --order torch.
+
+flags:
+  --size N           dataset size, 0 <= N <= 2^63
+  --world-size W     number of ranks, W >= 1
+  --rank R           this rank, 0 <= R < W
+  --epoch E          epoch (default 0)
+  --seed S           seed, any integer in [-2^63, 2^64 - 1] (default 0)
+  --order ORDER      torch (PyTorch's exact order, builds the whole permutation) or feistel
+                     (random access, O(1) memory) (default torch)
+  --randperm V       torch order only: current (PyTorch >= 2.6 for N >= 214748364) or classic
+                     (PyTorch <= 2.5, e.g. Debian's 1.13) (default current)
+  --no-shuffle       the identity order 0, 1, ..., N - 1
+  --drop-last        drop the tail instead of padding by wrap-around
+  --start K          first rank-local position to print (default 0)
+  --count M          how many to print (default: all from K on)
+  --format FORMAT    text (one decimal index per line) or binary (little-endian uint64)
+                     (default text)
+)";
+
+constexpr const char* kDemoHelp = R"(usage: distsampler demo [--order torch|feistel]
+
+Replays the two experiments of the DistributedSampler post, printed per rank, epoch and batch:
+  1. 16 samples, 2 ranks, batch size 2, 2 epochs: with the epoch never advancing (the forgotten
+     set_epoch) both epochs read the same order; advancing it gives a new order each epoch.
+  2. 8 samples, 2 ranks, batch size 4, 2 epochs: with the distributed sampler each rank reads
+     its half; without it every rank reads the whole dataset, twice the work in all.
+)";
+
+bool is_help(const std::string& a) { return a == "--help" || a == "-h" || a == "help"; }
+
+// Writes indices as text or little-endian uint64, in chunks.
+void write_indices(const RankView& view, uint64_t first, uint64_t count, bool binary,
+                   std::ostream& out) {
+  constexpr uint64_t kChunk = 1 << 16;
+  std::vector<uint64_t> indices(std::min(count, kChunk));
+  std::vector<char> buffer(indices.size() * (binary ? 8 : 21));
+  for (uint64_t done = 0; done < count;) {
+    const uint64_t n = std::min(kChunk, count - done);
+    view.fill(first + done, n, indices.data());
+    char* p = buffer.data();
+    for (uint64_t j = 0; j < n; ++j) {
+      const uint64_t v = indices[j];
+      if (binary) {
+        for (int b = 0; b < 8; ++b) *p++ = static_cast<char>((v >> (8 * b)) & 0xff);
+      } else {
+        p = std::to_chars(p, p + 20, v).ptr;
+        *p++ = '\n';
+      }
+    }
+    out.write(buffer.data(), p - buffer.data());
+    done += n;
+  }
+}
+
+int run_indices(const std::vector<std::string>& args, std::ostream& out) {
+  Flags flags(args, 1, {"--no-shuffle", "--drop-last"});
+  SamplerOptions options;
+  options.size = flags.take_required_u64("--size");
+  options.world_size = flags.take_required_u64("--world-size");
+  options.rank = flags.take_required_u64("--rank");
+  const uint64_t epoch = flags.take_u64("--epoch", 0);
+  options.seed = Seed::parse(flags.take_string("--seed", "0"), "--seed");
+  options.order = parse_order_kind(flags.take_string("--order", "torch"), "--order");
+  const std::string randperm = flags.take_string("--randperm", "current");
+  if (randperm == "current") {
+    options.randperm = RandpermVariant::kCurrent;
+  } else if (randperm == "classic") {
+    options.randperm = RandpermVariant::kClassic;
+  } else {
+    throw UsageError("--randperm = '" + randperm + "' is not a variant; allowed: current, classic");
+  }
+  options.shuffle = !flags.take_switch("--no-shuffle");
+  options.drop_last = flags.take_switch("--drop-last");
+  const uint64_t start = flags.take_u64("--start", 0);
+  const bool has_count = flags.has("--count");
+  const uint64_t count_flag = flags.take_u64("--count", 0);
+  const std::string format = flags.take_string("--format", "text");
+  if (format != "text" && format != "binary") {
+    throw UsageError("--format = '" + format + "' is not a format; allowed: text, binary");
+  }
+  flags.finish();
+
+  const DistributedSampler sampler(options);
+  const uint64_t num_samples = sampler.num_samples();
+  if (start > num_samples) {
+    throw UsageError(
+        "--start = " + std::to_string(start) +
+        " is out of range; allowed: 0 <= start <= num_samples = " + std::to_string(num_samples));
+  }
+  const uint64_t count = has_count ? count_flag : num_samples - start;
+  if (count > num_samples - start) {
+    throw UsageError("--count = " + std::to_string(count) +
+                     " is out of range; allowed: start + count <= num_samples = " +
+                     std::to_string(num_samples) + " (start = " + std::to_string(start) + ")");
+  }
+  write_indices(sampler.epoch(epoch), start, count, format == "binary", out);
+  out.flush();
+  return kExitOk;
+}
+
+}  // namespace
+
+uint64_t parse_u64(std::string_view text, std::string_view flag) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    throw UsageError(std::string(flag) + " = '" + std::string(text) +
+                     "' is not an integer in [0, 18446744073709551615]");
+  }
+  return value;
+}
+
+Flags::Flags(const std::vector<std::string>& args, size_t first, std::vector<std::string> switches)
+    : switches_(std::move(switches)) {
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0 || a.size() == 2) {
+      throw UsageError("unexpected argument '" + a + "'; flags start with --");
+    }
+    std::string name = a;
+    std::string value;
+    const size_t eq = a.find('=');
+    const bool is_switch = std::find(switches_.begin(), switches_.end(), a) != switches_.end();
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else if (!is_switch) {
+      if (i + 1 >= args.size()) throw UsageError("flag " + a + " needs a value");
+      value = args[++i];
+    }
+    if (values_.count(name) != 0) throw UsageError("flag " + name + " is given twice");
+    values_[name] = value;
+  }
+}
+
+bool Flags::take_switch(const std::string& name) {
+  taken_[name] = true;
+  auto it = values_.find(name);
+  if (it == values_.end()) return false;
+  if (!it->second.empty()) throw UsageError("flag " + name + " takes no value");
+  return true;
+}
+
+std::string Flags::take_string(const std::string& name, const std::string& fallback) {
+  taken_[name] = true;
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+uint64_t Flags::take_u64(const std::string& name, uint64_t fallback) {
+  taken_[name] = true;
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : parse_u64(it->second, name);
+}
+
+uint64_t Flags::take_required_u64(const std::string& name) {
+  if (!has(name)) throw UsageError("missing required flag " + name);
+  return take_u64(name, 0);
+}
+
+void Flags::finish() const {
+  for (const auto& [name, value] : values_) {
+    if (taken_.count(name) == 0) throw UsageError("unknown flag '" + name + "'");
+  }
+}
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || is_help(args[0])) {
+    (args.empty() ? err : out) << kMainHelp;
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  const std::string& command = args[0];
+  const bool wants_help = std::any_of(args.begin() + 1, args.end(), [](const std::string& a) {
+    return a == "--help" || a == "-h";
+  });
+  try {
+    if (command == "indices") {
+      if (wants_help) return out << kIndicesHelp, kExitOk;
+      return run_indices(args, out);
+    }
+    if (command == "demo") {
+      if (wants_help) return out << kDemoHelp, kExitOk;
+      return run_demo(args, out, err);
+    }
+    throw UsageError("unknown command '" + command + "'; commands: indices, demo, help");
+  } catch (const std::bad_alloc&) {
+    err << "distsampler " << command << ": out of memory\n";
+  } catch (const std::exception& e) {
+    err << "distsampler " << command << ": " << e.what() << "\n";
+  }
+  return kExitUsage;
+}
+
+}  // namespace distsampler::cli

@@ -1,0 +1,56 @@
+// cli.h: the distsampler command line, callable in-process (tests) and from main().
+#ifndef DISTSAMPLER_TOOLS_CLI_H_
+#define DISTSAMPLER_TOOLS_CLI_H_
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distsampler::cli {
+
+// Exit codes: 0 success, 1 a check that failed (audit), 2 a usage error (one line on stderr).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;
+
+// Runs `distsampler ARGS...` (args excludes the program name); writes to out and err.
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// A bad flag or value; the message is printed as one line.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parsed --flag value / --flag=value / --switch arguments of one subcommand. Each flag is declared
+// with take_*; finish() rejects what was given but never declared.
+class Flags {
+ public:
+  // `switches` are the flags that take no value.
+  Flags(const std::vector<std::string>& args, size_t first, std::vector<std::string> switches);
+
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  bool take_switch(const std::string& name);
+  std::string take_string(const std::string& name, const std::string& fallback);
+  uint64_t take_u64(const std::string& name, uint64_t fallback);
+  uint64_t take_required_u64(const std::string& name);
+  // Throws UsageError for every flag given but not taken.
+  void finish() const;
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> taken_;
+  std::vector<std::string> switches_;
+};
+
+// Strict decimal uint64 parsing: digits only, no sign, no overflow.
+uint64_t parse_u64(std::string_view text, std::string_view flag);
+
+// The demo subcommand (demo.cc).
+int run_demo(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace distsampler::cli
+
+#endif  // DISTSAMPLER_TOOLS_CLI_H_
