@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds the CLI and runs the main job: `distsampler demo`.
+# Usage, as root on Debian 12:  bash scripts/demo.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+ensure_packages $DISTSAMPLER_BUILD_PACKAGES
+build_project -DDISTSAMPLER_BUILD_TESTS=OFF
+build/bin/distsampler demo

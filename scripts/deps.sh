@@ -1,0 +1,30 @@
+# Sourced by the other scripts: installs the Debian packages they need when any is missing.
+# Nothing else is downloaded; everything comes from Debian 12's archive.
+
+# Packages for building the library, the CLI and the C++ tests.
+DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev"
+# Packages the Python tests and the PyTorch oracle need.
+DISTSAMPLER_TEST_PACKAGES="python3 python3-torch python3-pytest python3-numpy"
+
+ensure_packages() {
+  local missing=()
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "Installing missing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" != 0 ]; then
+    echo "error: packages ${missing[*]} are missing; run as root or install them with apt-get" >&2
+    return 1
+  fi
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+}
+
+# Configures and builds into build/ (Release, warnings as errors); extra cmake flags as arguments.
+build_project() {
+  local jobs
+  jobs=$(nproc 2>/dev/null || echo 2)
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDISTSAMPLER_WERROR=ON "$@" &&
+    cmake --build build -j "$jobs"
+}

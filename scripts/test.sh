@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test (C++ through ctest, Python through pytest under ctest).
+# Usage, as root on Debian 12:  bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_TEST_PACKAGES
+build_project
+cd build
+ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"

@@ -1,0 +1,23 @@
+"""Shared fixtures: the built CLI and the golden files, located through the environment that
+ctest sets (DISTSAMPLER_BIN, DISTSAMPLER_GOLDEN_DIR) or the default build folder."""
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="session")
+def cli():
+    path = os.environ.get("DISTSAMPLER_BIN", os.path.join(ROOT, "build", "bin", "distsampler"))
+    if not os.path.exists(path):
+        pytest.fail(f"distsampler binary not found at {path}; build first")
+
+    def run(*args, check=True):
+        proc = subprocess.run([path, *map(str, args)], capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"distsampler {' '.join(map(str, args))}: {proc.stderr}")
+        return proc
+
+    return run
