@@ -21,10 +21,9 @@ void Partition::validate() const {
         "rank = " + std::to_string(rank) +
         " is out of range; allowed: 0 <= rank < world_size = " + std::to_string(world_size));
   }
-  if (start > size) {
-    throw std::invalid_argument(
-        "start = " + std::to_string(start) +
-        " is out of range; allowed: 0 <= start <= size = " + std::to_string(size));
+  if (start > kMax) {
+    throw std::invalid_argument("start = " + std::to_string(start) +
+                                " is too large; allowed: start <= 2^63 = " + max);
   }
 }
 

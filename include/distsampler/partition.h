@@ -12,20 +12,23 @@ namespace distsampler {
 // positions run past the end and wrap around to the order's start (position p reads p mod n,
 // several times over when W > 2n) so that every rank gets ceil((n - start) / W); with drop_last
 // the tail is cut and every rank gets floor((n - start) / W). start = 0 is exactly PyTorch's
-// DistributedSampler (whose float formula equals these integer ones for n < 2^53).
+// DistributedSampler (whose float formula equals these integer ones for n < 2^53). A job resumed
+// after consuming C positions uses start = C.
 struct Partition {
   uint64_t size = 0;        // n, the dataset size
   uint64_t world_size = 1;  // W >= 1
   uint64_t rank = 0;        // 0 <= rank < W
   bool drop_last = false;
-  uint64_t start = 0;  // global position the job starts at, 0 <= start <= size
+  // Global position the job starts at. A start at or past size (a job that consumed the whole
+  // epoch, padding included) leaves no samples: the epoch is complete.
+  uint64_t start = 0;
 
   // Throws std::invalid_argument naming the field, the value and the allowed range.
   void validate() const;
 
   // Samples per rank (PyTorch's num_samples): the same on every rank.
   uint64_t num_samples() const {
-    const uint64_t remaining = size - start;
+    const uint64_t remaining = start < size ? size - start : 0;
     return drop_last ? remaining / world_size
                      : remaining / world_size + (remaining % world_size != 0 ? 1 : 0);
   }

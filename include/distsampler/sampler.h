@@ -116,6 +116,11 @@ class DistributedSampler {
   // (O(n)); with the Feistel order it is O(1). Throws std::out_of_range when the torch order's
   // seed + epoch exceeds 2^64 - 1.
   RankView epoch(uint64_t epoch) const;
+  // The same epoch resumed at global position `start` (the elastic rule, partition.h): rank r
+  // reads start + r, start + r + W, ...; after each rank took k samples from a view started at
+  // C, the job has consumed C + k * W. A start at or past size() leaves an empty view (the epoch
+  // is complete). Throws std::invalid_argument when start > 2^63.
+  RankView epoch(uint64_t epoch, uint64_t start) const;
 
  private:
   SamplerOptions options_;

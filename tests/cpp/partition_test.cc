@@ -39,6 +39,13 @@ TEST(Partition, InterleavesRanksAndWrapsAround) {
   EXPECT_EQ(q.order_position(3), 0u);
 }
 
+TEST(Partition, StartAtOrPastTheEndLeavesNoSamples) {
+  for (uint64_t start : {10, 11, 12, 1000}) {
+    EXPECT_EQ((Partition{10, 3, 1, false, start}.num_samples()), 0u);
+    EXPECT_EQ((Partition{10, 3, 1, true, start}.num_samples()), 0u);
+  }
+}
+
 TEST(Partition, StartShiftsEveryRank) {
   Partition p{10, 3, 2, false, 4};  // remaining 6: positions 6, 9
   EXPECT_EQ(p.num_samples(), 2u);
@@ -61,7 +68,7 @@ TEST(Partition, ValidateNamesTheFieldValueAndRange) {
   expect_invalid({10, 3, 3, false, 0}, "rank");
   expect_invalid({10, 3, UINT64_MAX, false, 0}, "rank");
   expect_invalid({(uint64_t{1} << 63) + 1, 3, 0, false, 0}, "size");
-  expect_invalid({10, 3, 0, false, 11}, "start");
+  expect_invalid({10, 3, 0, false, (uint64_t{1} << 63) + 1}, "start");
   expect_invalid({10, (uint64_t{1} << 63) + 1, 0, false, 0}, "world_size");
   EXPECT_NO_THROW((Partition{uint64_t{1} << 63, uint64_t{1} << 63, 0, false, 0}.validate()));
 }

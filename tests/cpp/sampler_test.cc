@@ -148,6 +148,28 @@ TEST(Sampler, FeistelViewOfAHugeDatasetIsRandomAccess) {
   }
 }
 
+TEST(Sampler, ResumingAtAStartContinuesTheSameWorldSizeExactly) {
+  for (OrderKind kind : {OrderKind::kTorch, OrderKind::kFeistel}) {
+    for (bool drop : {false, true}) {
+      for (uint64_t w : {1, 3, 4}) {
+        for (uint64_t r = 0; r < w; ++r) {
+          auto o = options_of(103, w, r, kind);
+          o.drop_last = drop;
+          const DistributedSampler s(o);
+          const std::vector<uint64_t> whole = indices(s.epoch(2));
+          for (uint64_t k = 0; k <= whole.size(); ++k) {
+            const std::vector<uint64_t> rest = indices(s.epoch(2, k * w));
+            ASSERT_EQ(rest, std::vector<uint64_t>(whole.begin() + k, whole.end()));
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(DistributedSampler(options_of(10, 2, 0)).epoch(0, 11).size(), 0u);
+  EXPECT_THROW(DistributedSampler(options_of(10, 2, 0)).epoch(0, UINT64_MAX),
+               std::invalid_argument);
+}
+
 void expect_invalid(const SamplerOptions& o, const std::string& field) {
   try {
     DistributedSampler s(o);
