@@ -5,8 +5,25 @@
 #include <string>
 #include <vector>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
 namespace distsampler {
 namespace {
+
+// Installed memory, or UINT64_MAX where it cannot be read. A permutation larger than this can
+// only end in the out-of-memory killer (Linux overcommits), so it is refused up front.
+uint64_t physical_memory_bytes() {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGE_SIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) {
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  }
+#endif
+  return UINT64_MAX;
+}
 
 class IdentityOrder final : public EpochOrder {
  public:
@@ -32,10 +49,12 @@ class TorchOrder final : public EpochOrder {
 
  private:
   static std::vector<T> allocate(uint64_t n) {
-    try {
-      return std::vector<T>(n);
-    } catch (const std::bad_alloc&) {
-    } catch (const std::length_error&) {
+    if (n <= physical_memory_bytes() / sizeof(T)) {
+      try {
+        return std::vector<T>(n);
+      } catch (const std::bad_alloc&) {
+      } catch (const std::length_error&) {
+      }
     }
     throw std::length_error("order torch needs " + std::to_string(n) + " x " +
                             std::to_string(sizeof(T)) +
