@@ -10,24 +10,9 @@
 
 #include "distsampler/feistel.h"
 #include "distsampler/hash.h"
+#include "distsampler/policies/wrap.h"
 
 namespace distsampler {
-namespace {
-
-class VectorOrder final : public EpochOrder {
- public:
-  explicit VectorOrder(std::vector<uint64_t> v) : EpochOrder(v.size()), v_(std::move(v)) {}
-  uint64_t at(uint64_t position) const override { return v_[position]; }
-  void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out) const override {
-    for (uint64_t j = 0; j < count; ++j) out[j] = v_[first + j * stride];
-  }
-
- private:
-  std::vector<uint64_t> v_;
-};
-
-}  // namespace
-
 void validate(const BucketOptions& options) {
   if (options.batch_size < 1) {
     throw std::invalid_argument("batch_size = 0 is out of range; allowed: batch_size >= 1");
@@ -69,7 +54,7 @@ std::shared_ptr<const EpochOrder> make_bucketed_order(const BucketOptions& optio
     std::copy(windowed.begin() + src, windowed.begin() + src + b, out.begin() + j * b);
   }
   std::copy(windowed.begin() + full * b, windowed.end(), out.begin() + full * b);
-  return std::make_shared<VectorOrder>(std::move(out));
+  return make_sequence_order(std::move(out));
 }
 
 BatchView::BatchView(std::shared_ptr<const EpochOrder> order, uint64_t batch_size,

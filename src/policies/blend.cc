@@ -13,6 +13,7 @@
 
 #include "distsampler/feistel.h"
 #include "distsampler/hash.h"
+#include "distsampler/policies/weighted.h"
 
 namespace distsampler {
 namespace {
@@ -98,20 +99,7 @@ void balanced_splits(const std::vector<double>& w, std::vector<uint64_t> items,
 
 QuotaSchedule::QuotaSchedule(const std::vector<double>& weights) {
   const uint64_t k = weights.size();
-  if (k == 0) throw std::invalid_argument("weights is empty; allowed: at least one weight");
-  double sum = 0;
-  for (uint64_t i = 0; i < k; ++i) {
-    if (!std::isfinite(weights[i]) || weights[i] < 0) {
-      throw std::invalid_argument("weights[" + std::to_string(i) +
-                                  "] = " + std::to_string(weights[i]) +
-                                  " is not allowed; allowed: finite and >= 0");
-    }
-    sum += weights[i];
-  }
-  if (!(sum > 0) || !std::isfinite(sum)) {
-    throw std::invalid_argument("weights sum to " + std::to_string(sum) +
-                                "; allowed: a finite sum > 0");
-  }
+  const double sum = detail::checked_weight_sum(weights);
   weights_.resize(k);
   std::vector<uint64_t> positive;
   for (uint64_t i = 0; i < k; ++i) {

@@ -25,11 +25,11 @@ uint64_t to_threshold(double p) {
 
 }  // namespace
 
-AliasTable::AliasTable(const std::vector<double>& weights) {
-  const uint64_t n = weights.size();
-  if (n == 0) throw std::invalid_argument("weights is empty; allowed: at least one weight");
+double detail::checked_weight_sum(const std::vector<double>& weights) {
+  if (weights.empty())
+    throw std::invalid_argument("weights is empty; allowed: at least one weight");
   double sum = 0;
-  for (uint64_t i = 0; i < n; ++i) {
+  for (uint64_t i = 0; i < weights.size(); ++i) {
     const double w = weights[i];
     if (!std::isfinite(w) || w < 0) {
       throw std::invalid_argument("weights[" + std::to_string(i) + "] = " + std::to_string(w) +
@@ -43,6 +43,12 @@ AliasTable::AliasTable(const std::vector<double>& weights) {
   if (!std::isfinite(sum)) {
     throw std::invalid_argument("weights sum to infinity; allowed: a finite sum");
   }
+  return sum;
+}
+
+AliasTable::AliasTable(const std::vector<double>& weights) {
+  const uint64_t n = weights.size();
+  const double sum = detail::checked_weight_sum(weights);
   // Vose: scaled[i] = w_i * n / sum; columns below 1 are topped up by one column above 1.
   std::vector<double> scaled(n);
   std::vector<uint64_t> small;

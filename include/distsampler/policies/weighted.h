@@ -32,6 +32,12 @@ class AliasTable {
   std::vector<uint64_t> alias_;
 };
 
+namespace detail {
+// The sum of `weights`; throws std::invalid_argument naming the first negative, NaN or infinite
+// weight, or when the list is empty, all zero, or sums to infinity.
+double checked_weight_sum(const std::vector<double>& weights);
+}  // namespace detail
+
 // Per-sample weights that balance classes: weight 1 / count(label), so that every class present
 // is drawn equally often. Labels are any integers; throws std::invalid_argument when empty.
 std::vector<double> class_balanced_weights(const std::vector<int64_t>& labels);
