@@ -21,6 +21,10 @@ void Partition::validate() const {
         "rank = " + std::to_string(rank) +
         " is out of range; allowed: 0 <= rank < world_size = " + std::to_string(world_size));
   }
+  if (uneven && drop_last) {
+    throw std::invalid_argument(
+        "uneven = true with drop_last = true; allowed: at most one of uneven and drop_last");
+  }
   if (start > kMax) {
     throw std::invalid_argument("start = " + std::to_string(start) +
                                 " is too large; allowed: start <= 2^63 = " + max);

@@ -48,7 +48,8 @@ void RankView::fill(uint64_t first, uint64_t count, uint64_t* out) const {
 
 DistributedSampler::DistributedSampler(const SamplerOptions& options)
     : options_(options),
-      partition_{options.size, options.world_size, options.rank, options.drop_last, 0} {
+      partition_{options.size,  options.world_size, options.rank, options.drop_last, 0,
+                 options.uneven} {
   partition_.validate();
   validate(options_.order_options());
 }

@@ -45,6 +45,9 @@ flags:
                      (PyTorch <= 2.5, e.g. Debian's 1.13) (default current)
   --no-shuffle       the identity order 0, 1, ..., N - 1
   --drop-last        drop the tail instead of padding by wrap-around
+  --uneven           duplicate-free evaluation: no padding, rank sizes differ by at most one
+  --mask             text only: print "INDEX PAD" per line, PAD 1 for a wrapped-around repeat
+                     that an evaluation metric must skip (padded-with-mask evaluation)
   --start K          first rank-local position to print (default 0)
   --count M          how many to print (default: all from K on)
   --format FORMAT    text (one decimal index per line) or binary (little-endian uint64)
@@ -63,7 +66,7 @@ Replays the two experiments of the DistributedSampler post, printed per rank, ep
 bool is_help(const std::string& a) { return a == "--help" || a == "-h" || a == "help"; }
 
 // Writes indices as text or little-endian uint64, in chunks.
-void write_indices(const RankView& view, uint64_t first, uint64_t count, bool binary,
+void write_indices(const RankView& view, uint64_t first, uint64_t count, bool binary, bool mask,
                    std::ostream& out) {
   constexpr uint64_t kChunk = 1 << 16;
   std::vector<uint64_t> indices(std::min(count, kChunk));
@@ -78,6 +81,10 @@ void write_indices(const RankView& view, uint64_t first, uint64_t count, bool bi
         for (int b = 0; b < 8; ++b) *p++ = static_cast<char>((v >> (8 * b)) & 0xff);
       } else {
         p = std::to_chars(p, p + 20, v).ptr;
+        if (mask) {
+          *p++ = ' ';
+          *p++ = view.is_padding(first + done + j) ? '1' : '0';
+        }
         *p++ = '\n';
       }
     }
@@ -87,7 +94,7 @@ void write_indices(const RankView& view, uint64_t first, uint64_t count, bool bi
 }
 
 int run_indices(const std::vector<std::string>& args, std::ostream& out) {
-  Flags flags(args, 1, {"--no-shuffle", "--drop-last"});
+  Flags flags(args, 1, {"--no-shuffle", "--drop-last", "--uneven", "--mask"});
   SamplerOptions options;
   options.size = flags.take_required_u64("--size");
   options.world_size = flags.take_required_u64("--world-size");
@@ -105,12 +112,17 @@ int run_indices(const std::vector<std::string>& args, std::ostream& out) {
   }
   options.shuffle = !flags.take_switch("--no-shuffle");
   options.drop_last = flags.take_switch("--drop-last");
+  options.uneven = flags.take_switch("--uneven");
+  const bool mask = flags.take_switch("--mask");
   const uint64_t start = flags.take_u64("--start", 0);
   const bool has_count = flags.has("--count");
   const uint64_t count_flag = flags.take_u64("--count", 0);
   const std::string format = flags.take_string("--format", "text");
   if (format != "text" && format != "binary") {
     throw UsageError("--format = '" + format + "' is not a format; allowed: text, binary");
+  }
+  if (mask && format != "text") {
+    throw UsageError("--mask with --format = " + format + "; allowed: --mask with text only");
   }
   flags.finish();
 
@@ -127,7 +139,7 @@ int run_indices(const std::vector<std::string>& args, std::ostream& out) {
                      " is out of range; allowed: start + count <= num_samples = " +
                      std::to_string(num_samples) + " (start = " + std::to_string(start) + ")");
   }
-  write_indices(sampler.epoch(epoch), start, count, format == "binary", out);
+  write_indices(sampler.epoch(epoch), start, count, format == "binary", mask, out);
   out.flush();
   return kExitOk;
 }

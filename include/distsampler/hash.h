@@ -37,7 +37,22 @@ constexpr uint64_t derive_key(uint64_t seed, uint64_t epoch, uint64_t domain) {
 // change alters every order derived from them.
 enum KeyDomain : uint64_t {
   kDomainFeistelOrder = 0x46656973'74656c31ull,  // "Feistel1"
+  kDomainWeighted = 0x57656967'68746564ull,      // "Weighted"
+  kDomainBlend = 0x426c656e'64446174ull,         // "BlendDat": per-dataset orders of a blend
+  kDomainBatches = 0x42617463'68657331ull,       // "Batches1": the order of batches
+  kDomainShards = 0x53686172'64733031ull,        // "Shards01": shard order and windows
 };
+
+// A counter-based stream: the value at `counter` under `key`, uniform over 64-bit words.
+constexpr uint64_t hash_at(uint64_t key, uint64_t counter) {
+  return mix64(mix64(counter ^ key) + key);
+}
+
+// floor(x * n / 2^64): maps a uniform 64-bit word to [0, n) (Lemire's multiply-shift; the bias is
+// at most n / 2^64).
+inline uint64_t scale_to(uint64_t x, uint64_t n) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * n) >> 64);
+}
 
 }  // namespace distsampler
 

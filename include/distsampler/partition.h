@@ -14,6 +14,12 @@ namespace distsampler {
 // the tail is cut and every rank gets floor((n - start) / W). start = 0 is exactly PyTorch's
 // DistributedSampler (whose float formula equals these integer ones for n < 2^53). A job resumed
 // after consuming C positions uses start = C.
+//
+// Duplicate-free evaluation (every position exactly once across ranks) comes in two modes:
+// - uneven: rank r reads only the real positions start + r + i * W < n, so rank sizes differ by at
+//   most one (ranks below (n - start) mod W read one more);
+// - padded-with-mask: the default padding (every rank the same number of steps, so collectives
+//   cannot hang) with is_padding(i) flagging the wrapped-around slots, which a metric skips.
 struct Partition {
   uint64_t size = 0;        // n, the dataset size
   uint64_t world_size = 1;  // W >= 1
@@ -22,18 +28,39 @@ struct Partition {
   // Global position the job starts at. A start at or past size (a job that consumed the whole
   // epoch, padding included) leaves no samples: the epoch is complete.
   uint64_t start = 0;
+  // Uneven mode: no padding and no dropping; num_samples() depends on the rank. Excludes
+  // drop_last.
+  bool uneven = false;
 
   // Throws std::invalid_argument naming the field, the value and the allowed range.
   void validate() const;
 
-  // Samples per rank (PyTorch's num_samples): the same on every rank.
+  // Samples per rank (PyTorch's num_samples): the same on every rank, except in uneven mode.
   uint64_t num_samples() const {
     const uint64_t remaining = start < size ? size - start : 0;
+    if (uneven) return num_real();
     return drop_last ? remaining / world_size
                      : remaining / world_size + (remaining % world_size != 0 ? 1 : 0);
   }
-  // Positions read by all ranks together (PyTorch's total_size when start = 0).
-  uint64_t total_size() const { return num_samples() * world_size; }
+  // Positions read by all ranks together (PyTorch's total_size when start = 0; n - start in
+  // uneven mode).
+  uint64_t total_size() const {
+    if (uneven) return start < size ? size - start : 0;
+    return num_samples() * world_size;
+  }
+  // This rank's samples that are not padding: ceil((n - start - rank) / W), at most
+  // num_samples(). Summed over ranks: n - start without drop_last.
+  uint64_t num_real() const {
+    const uint64_t first = start + rank;
+    const uint64_t below = first < size ? size - first : 0;
+    const uint64_t all = below / world_size + (below % world_size != 0 ? 1 : 0);
+    if (!drop_last) return all;
+    const uint64_t remaining = start < size ? size - start : 0;
+    return remaining / world_size;  // every kept position is real
+  }
+  // Whether sample i (< num_samples()) is a wrapped-around repeat of an earlier position: the
+  // mask of padded-with-mask evaluation. Never true with drop_last or in uneven mode.
+  bool is_padding(uint64_t i) const { return global_position(i) >= size; }
 
   // The global position (before wrap-around) of this rank's i-th sample, i < num_samples().
   uint64_t global_position(uint64_t i) const { return start + rank + i * world_size; }

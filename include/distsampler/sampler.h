@@ -24,6 +24,10 @@ struct SamplerOptions {
   OrderKind order = OrderKind::kTorch;
   RandpermVariant randperm = RandpermVariant::kCurrent;
   int feistel_rounds = FeistelPermutation::kDefaultRounds;
+  // Duplicate-free evaluation without padding: rank sizes differ by at most one (partition.h).
+  // Excludes drop_last. For padded-with-mask evaluation keep the default padding and skip the
+  // samples RankView::is_padding flags.
+  bool uneven = false;
 
   OrderOptions order_options() const {
     return OrderOptions{size, seed, shuffle, order, randperm, feistel_rounds};
@@ -45,6 +49,10 @@ class RankView {
   uint64_t operator[](uint64_t i) const { return order_->at(partition_.order_position(i)); }
   // Throws std::out_of_range when i >= size().
   uint64_t at(uint64_t i) const;
+  // Whether sample i (< size()) is padding, a repeat that evaluation metrics must skip.
+  bool is_padding(uint64_t i) const { return partition_.is_padding(i); }
+  // Samples that are not padding; they come first, the padding (if any) is the last sample.
+  uint64_t num_real() const { return partition_.num_real(); }
   // out[j] = (*this)[first + j] for j < count, in bulk; throws std::out_of_range when the window
   // [first, first + count) is not inside [0, size()).
   void fill(uint64_t first, uint64_t count, uint64_t* out) const;

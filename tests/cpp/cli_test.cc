@@ -42,6 +42,24 @@ TEST(Cli, IndicesPrintsOneIndexPerLineAndNothingElse) {
             lines({1, 3, 0}));
 }
 
+TEST(Cli, EvaluationModes) {
+  // n = 10, W = 3, seed 0 (torch): rank 1 reads 1 3 8 and then 4, a wrapped-around repeat.
+  EXPECT_EQ(run({"indices", "--size", "10", "--world-size", "3", "--rank", "1", "--uneven"}).out,
+            lines({1, 3, 8}));
+  EXPECT_EQ(run({"indices", "--size", "10", "--world-size", "3", "--rank", "1", "--mask"}).out,
+            "1 0\n3 0\n8 0\n4 1\n");
+  EXPECT_EQ(run({"indices", "--size", "10", "--world-size", "3", "--rank", "0", "--mask"}).out,
+            "4 0\n5 0\n0 0\n2 0\n");
+  EXPECT_EQ(run({"indices", "--size", "10", "--world-size", "3", "--rank", "1", "--uneven",
+                 "--drop-last"})
+                .code,
+            cli::kExitUsage);
+  EXPECT_EQ(run({"indices", "--size", "10", "--world-size", "3", "--rank", "1", "--mask",
+                 "--format", "binary"})
+                .code,
+            cli::kExitUsage);
+}
+
 TEST(Cli, SeedsCoverPyTorchsRange) {
   for (const char* seed : {"-9223372036854775808", "18446744073709551615", "-5"}) {
     SamplerOptions o;

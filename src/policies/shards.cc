@@ -1,0 +1,84 @@
+// Shard-aware order, in the spirit of WebDataset's shard shuffle plus a shuffle buffer, but as a
+// pure function of (seed, epoch, position): a shuffle "buffer" of whole shards is a Feistel
+// permutation over the window's samples, so any position is random access.
+#include "distsampler/policies/shards.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "distsampler/feistel.h"
+#include "distsampler/hash.h"
+
+namespace distsampler {
+namespace {
+
+class ShardOrder final : public EpochOrder {
+ public:
+  ShardOrder(const ShardOptions& options, uint64_t total, uint64_t epoch)
+      : EpochOrder(total), window_(options.window), epoch_(epoch) {
+    const uint64_t m = options.shard_sizes.size();
+    std::vector<uint64_t> start(m);
+    for (uint64_t s = 0, sum = 0; s < m; ++s) start[s] = sum, sum += options.shard_sizes[s];
+    const uint64_t key = derive_key(options.seed.bits(), 0, kDomainShards);
+    const FeistelPermutation shard_order(m, key, epoch);
+    shard_start_.resize(m);
+    cum_.resize(m + 1);
+    cum_[0] = 0;
+    for (uint64_t j = 0; j < m; ++j) {
+      const uint64_t s = shard_order(j);
+      shard_start_[j] = start[s];
+      cum_[j + 1] = cum_[j] + options.shard_sizes[s];
+    }
+    window_key_ = derive_key(options.seed.bits(), 1, kDomainShards);
+  }
+
+  uint64_t at(uint64_t position) const override {
+    // The shuffled shard j holding `position`, then its window [first, last).
+    const uint64_t j = std::upper_bound(cum_.begin(), cum_.end(), position) - cum_.begin() - 1;
+    const uint64_t first = j / window_ * window_;
+    const uint64_t last = std::min<uint64_t>(first + window_, cum_.size() - 1);
+    const uint64_t base = cum_[first];
+    const FeistelPermutation within(cum_[last] - base, mix64(window_key_ ^ first), epoch_);
+    const uint64_t q = base + within(position - base);
+    const uint64_t k =
+        std::upper_bound(cum_.begin() + first, cum_.begin() + last + 1, q) - cum_.begin() - 1;
+    return shard_start_[k] + (q - cum_[k]);
+  }
+  void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out) const override {
+    for (uint64_t j = 0; j < count; ++j) out[j] = at(first + j * stride);
+  }
+
+ private:
+  uint64_t window_;
+  uint64_t epoch_;
+  uint64_t window_key_ = 0;
+  std::vector<uint64_t> shard_start_;  // dataset index of the j-th shuffled shard's first sample
+  std::vector<uint64_t> cum_;          // order position of the j-th shuffled shard's first sample
+};
+
+}  // namespace
+
+void validate(const ShardOptions& options) {
+  if (options.window < 1) {
+    throw std::invalid_argument("window = 0 is out of range; allowed: window >= 1 shard");
+  }
+  uint64_t total = 0;
+  for (uint64_t s = 0; s < options.shard_sizes.size(); ++s) {
+    const uint64_t n = options.shard_sizes[s];
+    if (n < 1 || n > FeistelPermutation::kMaxSize - total) {
+      throw std::invalid_argument("shard_sizes[" + std::to_string(s) + "] = " + std::to_string(n) +
+                                  " is not allowed; allowed: >= 1, all shards together <= 2^63");
+    }
+    total += n;
+  }
+}
+
+std::shared_ptr<const EpochOrder> make_shard_order(const ShardOptions& options, uint64_t epoch) {
+  validate(options);
+  uint64_t total = 0;
+  for (uint64_t n : options.shard_sizes) total += n;
+  return std::make_shared<ShardOrder>(options, total, epoch);
+}
+
+}  // namespace distsampler
