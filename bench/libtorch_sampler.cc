@@ -10,6 +10,20 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+
+// This process's peak resident memory in kB (VmHWM).
+long peak_kb() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kb = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::strtol(line + 6, nullptr, 10);
+  }
+  std::fclose(f);
+  return kb;
+}
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -27,7 +41,7 @@ int main(int argc, char** argv) {
   while (auto batch = sampler.next(1 << 16)) count += batch->size();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("{\"seconds\": %.6f, \"count\": %llu}\n", seconds,
-              static_cast<unsigned long long>(count));
+  std::printf("{\"seconds\": %.6f, \"count\": %llu, \"peak_kb\": %ld}\n", seconds,
+              static_cast<unsigned long long>(count), peak_kb());
   return 0;
 }
