@@ -12,29 +12,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "distsampler/sampler.h"
 #include "distsampler/torch_random.h"
+#include "peak_memory.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// This process's peak resident memory in kB (VmHWM; reset at exec, unlike the rusage of a child).
-long peak_kb() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::strtol(line + 6, nullptr, 10);
-  }
-  std::fclose(f);
-  return kb;
-}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();

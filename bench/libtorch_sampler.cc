@@ -10,20 +10,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
-// This process's peak resident memory in kB (VmHWM).
-long peak_kb() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::strtol(line + 6, nullptr, 10);
-  }
-  std::fclose(f);
-  return kb;
-}
+#include "peak_memory.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
