@@ -5,6 +5,8 @@
 DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev"
 # Packages the Python tests and the PyTorch oracle need.
 DISTSAMPLER_TEST_PACKAGES="python3 python3-torch python3-pytest python3-numpy"
+# Packages the benchmarks need (scripts/bench.sh): Google Benchmark, libtorch, PyTorch.
+DISTSAMPLER_BENCH_PACKAGES="libbenchmark-dev libtorch-dev python3-torch python3-numpy time"
 
 ensure_packages() {
   local missing=()

@@ -53,33 +53,4 @@ uint64_t FeistelPermutation::at(uint64_t position) const {
   return (*this)(position);
 }
 
-void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
-                                uint64_t* out) const {
-  constexpr uint64_t kLanes = 64;
-  uint32_t left[kLanes];
-  uint32_t right[kLanes];
-  for (uint64_t base = 0; base < count; base += kLanes) {
-    const uint64_t lanes = std::min(kLanes, count - base);
-    for (uint64_t j = 0; j < lanes; ++j) {
-      const uint64_t x = first + (base + j) * stride;
-      left[j] = static_cast<uint32_t>(x >> right_bits_);
-      right[j] = static_cast<uint32_t>(x) & right_mask_;
-    }
-    // Rounds outside, lanes inside: each inner loop is straight-line 32-bit arithmetic.
-    for (int r = 0; r < rounds_; r += 2) {
-      const uint32_t k0 = keys_[r];
-      for (uint64_t j = 0; j < lanes; ++j) right[j] ^= round(left[j], k0) & right_mask_;
-      if (r + 1 < rounds_) {
-        const uint32_t k1 = keys_[r + 1];
-        for (uint64_t j = 0; j < lanes; ++j) left[j] ^= round(right[j], k1) & left_mask_;
-      }
-    }
-    for (uint64_t j = 0; j < lanes; ++j) {
-      uint64_t x = (static_cast<uint64_t>(left[j]) << right_bits_) | right[j];
-      while (x >= n_) x = encrypt(x);  // cycle walking, rare: fewer than one extra on average
-      out[base + j] = x;
-    }
-  }
-}
-
 }  // namespace distsampler

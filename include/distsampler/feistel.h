@@ -8,6 +8,16 @@
 
 namespace distsampler {
 
+namespace detail {
+// The instruction sets FeistelPermutation::gather has a kernel for. Every kernel produces the same
+// bits as operator(); they differ only in speed. kPortable is plain C++ and runs everywhere.
+enum class SimdLevel { kPortable, kAvx2, kAvx512 };
+// Whether this build has a kernel for `level` and this CPU can run it.
+bool simd_level_supported(SimdLevel level);
+// The fastest supported level, detected once; gather(first, stride, count, out) uses it.
+SimdLevel best_simd_level();
+}  // namespace detail
+
 // A bijection of [0, n) chosen by (seed, epoch): the element at any position costs O(1) time and
 // memory, so one rank reading its n / W positions pays O(n / W) and never builds the whole order.
 //
@@ -65,8 +75,13 @@ class FeistelPermutation {
   }
 
   // out[j] = (*this)(first + j * stride) for j in [0, count); every such position must be below
-  // size(). Evaluates lanes in blocks the compiler can vectorize; same bits as operator().
+  // size(). Evaluates lanes in blocks with the widest SIMD kernel this CPU runs (cycle walking
+  // included); same bits as operator(). No allocation: O(1) memory beyond `out`.
   void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out) const;
+  // As above with the kernel of `level`, which must be supported (tests and benchmarks compare
+  // the kernels with each other); throws std::invalid_argument when it is not.
+  void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
+              detail::SimdLevel level) const;
 
  private:
   uint64_t encrypt(uint64_t x) const {

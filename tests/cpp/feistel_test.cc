@@ -81,6 +81,57 @@ TEST(Feistel, GatherEqualsOperatorWithStrides) {
   }
 }
 
+// Every SIMD kernel of gather, against the scalar operator(): sizes where cycle walking is rare,
+// frequent (2^k + 1 walks almost half the lanes) or impossible (powers of two), strides, counts
+// below, at and above the kernels' block of lanes, and windows starting anywhere.
+TEST(Feistel, EveryGatherKernelEqualsOperator) {
+  using detail::SimdLevel;
+  std::vector<uint64_t> sizes;
+  for (uint64_t n = 1; n <= 300; ++n) sizes.push_back(n);
+  for (int k = 9; k <= 62; k += 3) {
+    for (int64_t d : {-1, 0, 1}) sizes.push_back((uint64_t{1} << k) + static_cast<uint64_t>(d));
+  }
+  sizes.push_back(100000000);
+  sizes.push_back((uint64_t{1} << 63) - 1);
+  sizes.push_back(uint64_t{1} << 63);
+  const uint64_t counts[] = {1, 15, 16, 17, 255, 256, 257, 1000, 2049, 16389};
+  const uint64_t strides[] = {1, 2, 3, 8, 1000003};
+  int checked = 0;
+  for (SimdLevel level : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (!detail::simd_level_supported(level)) {
+      EXPECT_THROW(FeistelPermutation(10, 0, 0).gather(0, 1, 1, nullptr, level),
+                   std::invalid_argument);
+      continue;
+    }
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (uint64_t n : sizes) {
+      const FeistelPermutation p(n, n ^ 0x5eed, 3);
+      for (uint64_t count : counts) {
+        for (uint64_t stride : strides) {
+          if ((count - 1) * stride >= n) continue;
+          x = mix64(x);
+          const uint64_t first = x % (n - (count - 1) * stride);
+          std::vector<uint64_t> out(count + 1, 0xdeadbeef);
+          p.gather(first, stride, count, out.data(), level);
+          for (uint64_t j = 0; j < count; ++j) {
+            ASSERT_EQ(out[j], p(first + j * stride))
+                << "level " << static_cast<int>(level) << " n=" << n << " first=" << first
+                << " stride=" << stride << " j=" << j;
+          }
+          ASSERT_EQ(out[count], 0xdeadbeefu) << "wrote past the window";
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(Feistel, BestSimdLevelIsSupported) {
+  EXPECT_TRUE(detail::simd_level_supported(detail::best_simd_level()));
+  EXPECT_TRUE(detail::simd_level_supported(detail::SimdLevel::kPortable));
+}
+
 // Every permutation of a small dataset must be equally likely over seeds and epochs: a
 // chi-square goodness-of-fit test at significance 1e-4 (Wilson-Hilferty approximation).
 double chi_square_critical(int dof) {

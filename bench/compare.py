@@ -1,0 +1,271 @@
+#!/usr/bin/python3
+"""Runs distsampler and PyTorch side by side and prints (or writes) the tables of
+docs/benchmarks.md. Run through `bash scripts/bench.sh`, or directly with Debian's interpreter:
+
+    /usr/bin/python3 bench/compare.py --build build [--write docs/benchmarks.md] [--full]
+
+Every workload runs in a fresh subprocess that times itself; its peak resident memory comes from
+os.wait4. PyTorch runs from Debian's python3-torch, libtorch from libtorch-dev.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+W = 8
+MEMORY_CAP_BYTES = 16 * 2**30  # nothing that could exceed this is started
+
+TORCH_SAMPLER = r"""
+import json, re, sys, time
+import numpy as np
+import torch
+from torch.utils.data import DistributedSampler
+n, w, rank = (int(a) for a in sys.argv[1:4])
+class Sized:
+    def __len__(self):
+        return n
+sampler = DistributedSampler(Sized(), num_replicas=w, rank=rank, shuffle=True, seed=0)
+start = time.perf_counter()
+sampler.set_epoch(0)
+indices = list(iter(sampler))
+seconds = time.perf_counter() - start
+a = np.asarray(indices, dtype=np.uint64)
+weights = (np.arange(len(a), dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
+digest = int((a * weights).sum())
+peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
+print(json.dumps({"seconds": seconds, "count": len(indices), "digest": digest, "peak_kb": peak_kb}))
+"""
+
+TORCH_RANDPERM = r"""
+import json, re, sys, time
+import numpy as np
+import torch
+n = int(sys.argv[1])
+g = torch.Generator()
+g.manual_seed(0)
+start = time.perf_counter()
+perm = torch.randperm(n, generator=g)
+seconds = time.perf_counter() - start
+a = perm.numpy().astype(np.uint64)
+weights = (np.arange(n, dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
+digest = int((a * weights).sum())
+peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
+print(json.dumps({"seconds": seconds, "count": n, "digest": digest, "peak_kb": peak_kb}))
+"""
+
+
+def run(command):
+    """Runs one workload; returns its JSON report plus peak_mb (peak RSS of the process)."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{command} failed: {err.decode()[-2000:]}")
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    # The process's own VmHWM: a child's ru_maxrss would include the forking interpreter.
+    report["peak_mb"] = report.get("peak_kb", usage.ru_maxrss) / 1024.0
+    return report
+
+
+def fmt_s(seconds):
+    return f"{seconds:.3f} s" if seconds >= 0.01 else f"{seconds * 1e3:.2f} ms"
+
+
+def fmt_n(n):
+    exponent = len(str(n)) - 1
+    return f"10^{exponent}" if n == 10**exponent else str(n)
+
+
+def machine():
+    model = cores = "?"
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    for line in lscpu.splitlines():
+        if line.startswith("Model name:"):
+            model = line.split(":", 1)[1].strip()
+        if line.startswith("CPU(s):"):
+            cores = line.split(":", 1)[1].strip()
+    flags = re.search(r"^Flags:\s*(.*)$", lscpu, re.M)
+    simd = [f for f in ("avx2", "avx512f") if flags and f in flags.group(1).split()]
+    with open("/proc/meminfo") as f:
+        mem_kb = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+    gxx = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    import torch  # noqa: E402 (only for its version)
+    return (f"{model}, {cores} CPUs ({', '.join(simd) or 'no AVX2'}), "
+            f"{mem_kb / 2**20:.0f} GiB RAM, Linux {platform.release()}; {gxx}, Release build "
+            f"(-O3, baseline x86-64, SIMD kernels picked at run time); "
+            f"PyTorch {torch.__version__} (Debian python3-torch / libtorch-dev)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default="build", help="build folder with bench binaries")
+    parser.add_argument("--write", help="write the markdown report to this file")
+    parser.add_argument("--full", action="store_true",
+                        help="also run libtorch and our torch order at 10^9 (about 8 GB, minutes)")
+    args = parser.parse_args()
+    bin_dir = os.path.join(args.build, "bin")
+    epoch_bin = os.path.join(bin_dir, "distsampler_epoch")
+    libtorch_bin = os.path.join(bin_dir, "libtorch_sampler")
+    kernels_bin = os.path.join(bin_dir, "distsampler_bench")
+    cli_bin = os.path.join(bin_dir, "distsampler")
+    py = "/usr/bin/python3"
+    lines = []
+
+    def emit(text=""):
+        print(text, flush=True)
+        lines.append(text)
+
+    started = time.time()
+    emit("## One rank's epoch, W = 8, rank 0")
+    emit()
+    emit("PyTorch: `DistributedSampler.set_epoch(0)` + `list(iter(sampler))`. libtorch: "
+         "`DistributedRandomSampler` `set_epoch` + `reset` + `next` until exhausted. Ours: "
+         "`sampler.epoch(0)` streamed through `RankView::fill` in chunks of 65,536 (a checksum "
+         "reads every index). Peak memory is the whole process's peak RSS, interpreter included.")
+    emit()
+    emit("| n | PyTorch | peak | libtorch | peak | ours, torch order | peak | ours, feistel | peak "
+         "| feistel vs PyTorch | memory vs PyTorch |")
+    emit("|---|---|---|---|---|---|---|---|---|---|---|")
+    headline = {}
+    for n in (10**6, 10**7, 10**8, 10**9, 10**10):
+        theirs = lib = ours_torch = None
+        notes = []
+        # PyTorch holds randperm (8 bytes) and a list of Python ints: about 46 bytes per sample.
+        if n * 46 <= MEMORY_CAP_BYTES:
+            theirs = run([py, "-c", TORCH_SAMPLER, str(n), str(W), "0"])
+        if n <= 10**8 or (args.full and n <= 10**9):
+            lib = run([libtorch_bin, str(n), str(W), "0"]) if os.path.exists(libtorch_bin) else None
+            ours_torch = run([epoch_bin, "epoch", "torch", str(n), str(W), "0"])
+        if theirs and ours_torch and theirs["digest"] != ours_torch["digest"]:
+            raise RuntimeError(f"torch order differs from PyTorch at n={n}")
+        ours = run([epoch_bin, "epoch", "feistel", str(n), str(W), "0"])
+
+        def cell(r):
+            return (fmt_s(r["seconds"]), f"{r['peak_mb']:.0f} MB") if r else ("skipped", "-")
+        ratio = f"{theirs['seconds'] / ours['seconds']:.0f}x faster" if theirs else "-"
+        mem = f"{100 * ours['peak_mb'] / theirs['peak_mb']:.2f}%" if theirs else "-"
+        emit(f"| {fmt_n(n)} | {' | '.join(cell(theirs))} | {' | '.join(cell(lib))} | "
+             f"{' | '.join(cell(ours_torch))} | {' | '.join(cell(ours))} | {ratio} | {mem} |")
+        if n == 10**8:
+            headline = {"theirs": theirs, "ours": ours}
+    emit()
+    emit("Skipped: PyTorch at 10^9 and above (it needs about 46 bytes per sample, over the 16 GB "
+         "this run allows; it runs out of memory in 24 GiB). libtorch and our torch order at 10^9 "
+         "and above unless `--full` (they hold the whole permutation: O(n) memory and time on "
+         "every rank). The torch order's digests equal PyTorch's in every row where both ran "
+         "(checked: same bits).")
+    emit()
+
+    emit("## torch-exact materialization: torch.randperm(n) vs ours, bit for bit")
+    emit()
+    emit("| n | torch.randperm | ours | ratio | same bits |")
+    emit("|---|---|---|---|---|")
+    for n in (10**6, 10**7, 10**8):
+        theirs = run([py, "-c", TORCH_RANDPERM, str(n)])
+        ours = run([epoch_bin, "randperm", str(n)])
+        same = "yes" if theirs["digest"] == ours["digest"] else "NO"
+        emit(f"| {fmt_n(n)} | {fmt_s(theirs['seconds'])} | {fmt_s(ours['seconds'])} | "
+             f"{theirs['seconds'] / ours['seconds']:.1f}x faster | {same} |")
+    emit()
+
+    emit("## Scaling: O(n / W) for feistel, O(n) per rank for the torch order")
+    emit()
+    emit("Time per rank's epoch, rank 0, and per index of the rank's share.")
+    emit()
+    emit("| order | n | W | time | ns per share index |")
+    emit("|---|---|---|---|---|")
+    for order, n, w in ([("feistel", 10**8, w) for w in (1, 2, 8, 32, 128)] +
+                        [("torch", 10**7, w) for w in (1, 2, 8, 32, 128)] +
+                        [("feistel", n, 8) for n in (10**6, 10**7, 10**8, 10**9, 10**10)] +
+                        [("torch", n, 8) for n in (10**6, 10**7, 10**8)]):
+        r = run([epoch_bin, "epoch", order, str(n), str(w), "0"])
+        emit(f"| {order} | {fmt_n(n)} | {w} | {fmt_s(r['seconds'])} | "
+             f"{1e9 * r['seconds'] / r['count']:.2f} |")
+    emit()
+
+    emit("## Kernels (Google Benchmark, `build/bin/distsampler_bench`)")
+    emit()
+    out = subprocess.run([kernels_bin, "--benchmark_format=json", "--benchmark_min_time=0.3"],
+                         capture_output=True, text=True, check=True).stdout
+    results = json.loads(out)["benchmarks"]
+    plain = next(b for b in results if b["name"] == "BM_PlainWrite")
+    plain_ns = 1e9 / plain["items_per_second"]
+    levels = {"0": "portable", "1": "avx2", "2": "avx512"}
+    emit(f"Plain loop writing uint64s (the floor): {plain_ns:.3f} ns per index. Times are CPU "
+         "time per index (the machine is shared; wall time can be higher).")
+    emit()
+    emit("| benchmark | ns per index | vs plain write |")
+    emit("|---|---|---|")
+    for b in results:
+        if "items_per_second" not in b:
+            continue
+        ns = 1e9 / b["items_per_second"]
+        name = b["name"]
+        m = re.match(r"BM_FeistelGather/(\d)/(\d+)/(\d+)", name)
+        if m:
+            name = (f"feistel gather, {levels[m.group(1)]}, n = {m.group(2)}, "
+                    f"stride {m.group(3)}")
+        name = name.replace("BM_", "")
+        if b.get("label"):
+            name += f" ({b['label']})"
+        emit(f"| {name} | {ns:.3f} | {ns / plain_ns:.1f}x |")
+    emit()
+
+    emit("## The CLI's binary output, end to end")
+    emit()
+    emit("`distsampler indices --size 10^8 --world-size 8 --rank 0 --format binary > /dev/null`")
+    emit()
+    emit("| order | time | indices per second | peak |")
+    emit("|---|---|---|---|")
+    for order in ("feistel", "torch"):
+        command = [cli_bin, "indices", "--order", order, "--size", str(10**8), "--world-size",
+                   str(W), "--rank", "0", "--format", "binary"]
+        # GNU time reports the CLI's own peak RSS (%M, kB) and elapsed seconds (%e) on stderr.
+        with open(os.devnull, "wb") as devnull:
+            proc = subprocess.run(["/usr/bin/time", "-f", "%e %M"] + command, stdout=devnull,
+                                  stderr=subprocess.PIPE, text=True, check=True)
+        seconds, peak_kb = proc.stderr.strip().splitlines()[-1].split()
+        seconds = float(seconds)
+        emit(f"| {order} | {fmt_s(seconds)} | {(10**8 // W) / seconds / 1e6:.0f} M | "
+             f"{int(peak_kb) / 1024:.0f} MB |")
+    emit()
+    emit("The Python iterator's throughput is not measured here yet (the binding is another "
+         "change).")
+    emit()
+
+    if headline:
+        t, o = headline["theirs"], headline["ours"]
+        emit(f"**Headline (n = 10^8, W = 8):** feistel {fmt_s(o['seconds'])} and "
+             f"{o['peak_mb']:.0f} MB vs PyTorch's DistributedSampler {fmt_s(t['seconds'])} and "
+             f"{t['peak_mb']:.0f} MB: {t['seconds'] / o['seconds']:.0f}x faster, "
+             f"{100 * o['peak_mb'] / t['peak_mb']:.2f}% of the memory.")
+        emit()
+    emit(f"Whole run: {time.time() - started:.0f} s.")
+
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write(HEADER.format(machine=machine(), date=time.strftime("%Y-%m-%d")))
+            f.write("\n".join(lines) + "\n")
+        print(f"wrote {args.write}")
+    return 0
+
+
+HEADER = """# Benchmarks
+
+Measured on {date} by `bash scripts/bench.sh` (which builds with
+`-DDISTSAMPLER_BUILD_BENCHMARKS=ON` and runs `/usr/bin/python3 bench/compare.py --build build
+--write docs/benchmarks.md`); every number below comes from that one run, ours and PyTorch's side
+by side. Nothing here is a test: the tests check bits, never times.
+
+Machine: {machine}. The machine is a shared 2-CPU virtual machine: other jobs ran at the same
+time, so single numbers can be off by tens of percent; the ratios are what matters.
+
+"""
+
+if __name__ == "__main__":
+    sys.exit(main())

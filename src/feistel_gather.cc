@@ -1,0 +1,333 @@
+// FeistelPermutation::gather: the permutation evaluated for many positions at once, with SIMD.
+//
+// Lanes are evaluated in blocks of kBlock: rounds outside, lanes inside, so every inner loop is
+// straight-line 32-bit arithmetic (XOR, shifts, 32-bit multiplies) that the compiler vectorizes.
+// Cycle walking stays vectorized too: after a pass, the lanes whose value is still >= n are
+// compacted into a short list and only they are encrypted again, until none is left. For
+// 2^(k - 1) < n <= 2^k that costs fewer than one extra pass on average, never a pass per lane.
+//
+// One source, several instruction sets: the kernel is a force-inlined template instantiated in
+// functions carrying GCC/Clang target attributes (AVX2, AVX-512), picked at run time from what the
+// CPU reports; the build itself stays baseline x86-64, and other compilers or architectures get
+// the portable instantiation. Every kernel runs the same integer operations in the same order,
+// so all give the bits of the scalar operator(); feistel_test compares each with it.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "distsampler/feistel.h"
+#include "distsampler/hash.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define DISTSAMPLER_X86_KERNELS 1
+#define DISTSAMPLER_ALWAYS_INLINE inline __attribute__((always_inline))
+#include <immintrin.h>
+#else
+#define DISTSAMPLER_X86_KERNELS 0
+#define DISTSAMPLER_ALWAYS_INLINE inline
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+// Keeps a loop scalar: a vectorized scatter (vpscatterqq) is microcoded and slow on AMD cores.
+#define DISTSAMPLER_SCALAR_LOOP() __asm__ volatile("" ::: "memory")
+#else
+#define DISTSAMPLER_SCALAR_LOOP()
+#endif
+
+namespace distsampler {
+namespace {
+
+constexpr int kBlock = 256;  // lanes per block: 2 KB of halves, resident in L1
+// Lanes per inner step, a multiple of every vector width: lane counts are rounded up to it, so no
+// scalar remainder loop ever runs (the extra lanes compute values nobody reads).
+constexpr int kStep = 16;
+
+int round_up_to_step(int count) { return (count + kStep - 1) / kStep * kStep; }
+
+struct Key {
+  uint64_t n;
+  int rounds;
+  int right_bits;
+  uint32_t left_mask;
+  uint32_t right_mask;
+  const uint32_t* keys;
+};
+
+// Runs every round on lanes [0, round_up_to_step(count)) of (left, right).
+DISTSAMPLER_ALWAYS_INLINE void encrypt_lanes(const Key& key, uint32_t* left, uint32_t* right,
+                                             int count) {
+  const uint32_t lm = key.left_mask;
+  const uint32_t rm = key.right_mask;
+  const int padded = round_up_to_step(count);
+  int r = 0;
+  for (; r + 1 < key.rounds; r += 2) {
+    const uint32_t k0 = key.keys[r];
+    const uint32_t k1 = key.keys[r + 1];
+    for (int b = 0; b < padded; b += kStep) {
+      uint32_t* __restrict lb = left + b;
+      uint32_t* __restrict rb = right + b;
+      for (int j = 0; j < kStep; ++j) {
+        const uint32_t rr = rb[j] ^ (mix32(lb[j] ^ k0) & rm);
+        lb[j] ^= mix32(rr ^ k1) & lm;
+        rb[j] = rr;
+      }
+    }
+  }
+  if (r < key.rounds) {
+    const uint32_t k0 = key.keys[r];
+    for (int b = 0; b < padded; b += kStep) {
+      for (int j = 0; j < kStep; ++j) right[b + j] ^= mix32(left[b + j] ^ k0) & rm;
+    }
+  }
+}
+
+// The cycle-walking queue: values still >= n and the offsets into `out` they belong to.
+struct Queue {
+  // Walking passes run while kBlock or more are queued, and a block adds at most kBlock, so it
+  // never holds 2 * kBlock (plus 8 entries of slack that Compact may write past the end).
+  uint64_t value[2 * kBlock + 8];
+  uint64_t position[2 * kBlock + 8];
+  int size = 0;
+};
+
+// Compact*::run appends (values[j], position of lane j) to q for each j in [0, lanes) with
+// values[j] >= n, in order of j; the position of lane j is positions[j], or base + j when
+// positions is null. n is below 2^63. Which lanes walk, and in what order, changes no value.
+struct CompactScalar {
+  static void run(const uint64_t* values, const uint64_t* positions, uint64_t base, int lanes,
+                  uint64_t n, Queue& q) {
+    int size = q.size;
+    for (int j = 0; j < lanes; ++j) {
+      q.value[size] = values[j];
+      q.position[size] = positions ? positions[j] : base + static_cast<uint64_t>(j);
+      size += values[j] >= n;
+    }
+    q.size = size;
+  }
+};
+
+template <class Compact>
+DISTSAMPLER_ALWAYS_INLINE void gather_kernel(const Key& key, uint64_t first, uint64_t stride,
+                                             uint64_t count, uint64_t* out) {
+  // Zeroed once: lanes past a walking pass's count (rounded up to kStep) read defined values.
+  alignas(64) uint32_t left[kBlock] = {};
+  alignas(64) uint32_t right[kBlock] = {};
+  alignas(64) uint64_t value[kBlock];
+  alignas(64) uint64_t position[kBlock];
+  Queue q;
+  const int rb = key.right_bits;
+  const uint32_t rm = key.right_mask;
+  const uint64_t n = key.n;
+  // Re-encrypts the last `lanes` queued values, stores them, and queues those still >= n again.
+  auto walk = [&](int lanes) {
+    q.size -= lanes;
+    const uint64_t* v = q.value + q.size;
+    const uint64_t* p = q.position + q.size;
+    for (int i = 0; i < lanes; ++i) {
+      position[i] = p[i];
+      left[i] = static_cast<uint32_t>(v[i] >> rb);
+      right[i] = static_cast<uint32_t>(v[i]) & rm;
+    }
+    encrypt_lanes(key, left, right, lanes);
+    for (int i = 0; i < lanes; ++i) value[i] = (static_cast<uint64_t>(left[i]) << rb) | right[i];
+    for (int i = 0; i < lanes; ++i) {
+      out[position[i]] = value[i];
+      DISTSAMPLER_SCALAR_LOOP();
+    }
+    Compact::run(value, position, 0, lanes, n, q);
+  };
+  // No value can reach n when n is a power of two, the only n that does not fit in 63 bits.
+  const bool walks = (n & (n - 1)) != 0;
+  for (uint64_t base = 0; base < count; base += kBlock) {
+    const int lanes = static_cast<int>(std::min<uint64_t>(kBlock, count - base));
+    const uint64_t x0 = first + base * stride;
+    for (int j = 0; j < round_up_to_step(lanes); ++j) {
+      const uint64_t x = x0 + static_cast<uint64_t>(j) * stride;
+      left[j] = static_cast<uint32_t>(x >> rb);
+      right[j] = static_cast<uint32_t>(x) & rm;
+    }
+    encrypt_lanes(key, left, right, lanes);
+    uint64_t* o = out + base;
+    for (int j = 0; j < lanes; ++j) o[j] = (static_cast<uint64_t>(left[j]) << rb) | right[j];
+    if (!walks) continue;
+    // Cycle walking, batched across blocks so that its passes are full vectors too. The lanes of
+    // the previous block are queued, not this one's: their stores have long retired.
+    if (base > 0) Compact::run(o - kBlock, nullptr, base - kBlock, kBlock, n, q);
+    while (q.size >= kBlock) walk(kBlock);
+  }
+  if (walks && count > 0) {
+    const uint64_t last = (count - 1) / kBlock * kBlock;
+    Compact::run(out + last, nullptr, last, static_cast<int>(count - last), n, q);
+  }
+  while (q.size > 0) walk(std::min(q.size, kBlock));
+}
+
+void gather_portable(const Key& key, uint64_t first, uint64_t stride, uint64_t count,
+                     uint64_t* out) {
+  gather_kernel<CompactScalar>(key, first, stride, count, out);
+}
+
+#if DISTSAMPLER_X86_KERNELS
+#define DISTSAMPLER_TARGET_AVX2 __attribute__((target("avx2")))
+#define DISTSAMPLER_TARGET_AVX512 \
+  __attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
+
+// For each 4-bit mask, the 32-bit lane permutation that moves the selected 64-bit lanes first.
+struct CompactTable {
+  alignas(32) int32_t perm[16][8];
+  constexpr CompactTable() : perm{} {
+    for (int m = 0; m < 16; ++m) {
+      int k = 0;
+      for (int b = 0; b < 4; ++b) {
+        if (m & (1 << b)) {
+          perm[m][2 * k] = 2 * b;
+          perm[m][2 * k + 1] = 2 * b + 1;
+          ++k;
+        }
+      }
+    }
+  }
+};
+constexpr CompactTable kCompactTable{};
+
+// 4 lanes at a time: a signed 64-bit compare (values and n are below 2^63), a 4-bit mask, and the
+// permutation of kCompactTable that moves the selected lanes first.
+struct CompactAvx2 {
+  DISTSAMPLER_TARGET_AVX2 static void run(const uint64_t* values, const uint64_t* positions,
+                                          uint64_t base, int lanes, uint64_t n, Queue& q) {
+    const __m256i limit = _mm256_set1_epi64x(static_cast<int64_t>(n) - 1);
+    __m256i iota = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<int64_t>(base)),
+                                    _mm256_setr_epi64x(0, 1, 2, 3));
+    const __m256i four = _mm256_set1_epi64x(4);
+    int size = q.size;
+    int j = 0;
+    for (; j + 4 <= lanes; j += 4) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + j));
+      const __m256i p =
+          positions ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(positions + j)) : iota;
+      const int mask = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, limit)));
+      const __m256i perm =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompactTable.perm[mask]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.value + size),
+                          _mm256_permutevar8x32_epi32(v, perm));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.position + size),
+                          _mm256_permutevar8x32_epi32(p, perm));
+      size += __builtin_popcount(static_cast<unsigned>(mask));
+      iota = _mm256_add_epi64(iota, four);
+    }
+    q.size = size;
+    CompactScalar::run(values + j, positions ? positions + j : nullptr,
+                       base + static_cast<uint64_t>(j), lanes - j, n, q);
+  }
+};
+
+// 8 lanes at a time: compare into a mask register and compress values and positions (in
+// registers; the compressing store to memory is slow on some AMD cores).
+struct CompactAvx512 {
+  DISTSAMPLER_TARGET_AVX512 static void run(const uint64_t* values, const uint64_t* positions,
+                                            uint64_t base, int lanes, uint64_t n, Queue& q) {
+    const __m512i limit = _mm512_set1_epi64(static_cast<int64_t>(n));
+    __m512i iota = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(base)),
+                                    _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m512i eight = _mm512_set1_epi64(8);
+    int size = q.size;
+    int j = 0;
+    for (; j + 8 <= lanes; j += 8) {
+      const __m512i v = _mm512_loadu_si512(values + j);
+      const __m512i p = positions ? _mm512_loadu_si512(positions + j) : iota;
+      const __mmask8 mask = _mm512_cmpge_epu64_mask(v, limit);
+      _mm512_storeu_si512(q.value + size, _mm512_maskz_compress_epi64(mask, v));
+      _mm512_storeu_si512(q.position + size, _mm512_maskz_compress_epi64(mask, p));
+      size += __builtin_popcount(static_cast<unsigned>(mask));
+      iota = _mm512_add_epi64(iota, eight);
+    }
+    q.size = size;
+    CompactScalar::run(values + j, positions ? positions + j : nullptr,
+                       base + static_cast<uint64_t>(j), lanes - j, n, q);
+  }
+};
+
+DISTSAMPLER_TARGET_AVX2 void gather_avx2(const Key& key, uint64_t first, uint64_t stride,
+                                         uint64_t count, uint64_t* out) {
+  gather_kernel<CompactAvx2>(key, first, stride, count, out);
+}
+
+DISTSAMPLER_TARGET_AVX512 void gather_avx512(const Key& key, uint64_t first, uint64_t stride,
+                                             uint64_t count, uint64_t* out) {
+  gather_kernel<CompactAvx512>(key, first, stride, count, out);
+}
+#endif
+
+const char* level_name(detail::SimdLevel level) {
+  switch (level) {
+    case detail::SimdLevel::kPortable:
+      return "portable";
+    case detail::SimdLevel::kAvx2:
+      return "avx2";
+    case detail::SimdLevel::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+namespace detail {
+
+bool simd_level_supported(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kPortable:
+      return true;
+#if DISTSAMPLER_X86_KERNELS
+    case SimdLevel::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case SimdLevel::kAvx512:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq");
+#else
+    case SimdLevel::kAvx2:
+    case SimdLevel::kAvx512:
+      return false;
+#endif
+  }
+  return false;
+}
+
+SimdLevel best_simd_level() {
+  static const SimdLevel best = [] {
+    for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2}) {
+      if (simd_level_supported(level)) return level;
+    }
+    return SimdLevel::kPortable;
+  }();
+  return best;
+}
+
+}  // namespace detail
+
+void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
+                                uint64_t* out) const {
+  gather(first, stride, count, out, detail::best_simd_level());
+}
+
+void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
+                                detail::SimdLevel level) const {
+  if (!detail::simd_level_supported(level)) {
+    throw std::invalid_argument(std::string("level = ") + level_name(level) +
+                                " is not supported by this build or CPU; allowed: a level for "
+                                "which detail::simd_level_supported is true");
+  }
+  const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_};
+  switch (level) {
+#if DISTSAMPLER_X86_KERNELS
+    case detail::SimdLevel::kAvx512:
+      return gather_avx512(key, first, stride, count, out);
+    case detail::SimdLevel::kAvx2:
+      return gather_avx2(key, first, stride, count, out);
+#endif
+    default:
+      return gather_portable(key, first, stride, count, out);
+  }
+}
+
+}  // namespace distsampler
