@@ -8,6 +8,7 @@
 #include "distsampler/partition.h"
 #include "distsampler/sampler.h"
 #include "distsampler/seed.h"
+#include "distsampler/state.h"
 #include "distsampler/torch_random.h"
 #include "distsampler/version.h"
 
