@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,6 +58,33 @@ TEST(State, Crc32KnownAnswers) {
   EXPECT_EQ(crc32(""), 0u);
   EXPECT_EQ(crc32("123456789"), 0xCBF43926u);
   EXPECT_EQ(crc32("The quick brown fox jumps over the lazy dog"), 0x414FA339u);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The fuzz seeds were written by an independent implementation of the format (Python's struct
+// and zlib.crc32, in the commit that added them): the C++ decoder must read them, and re-encode
+// them bit for bit.
+TEST(State, ReadsStatesWrittenFromTheFormatDescription) {
+  const std::string dir = std::string(DISTSAMPLER_GOLDEN_DIR) + "/../fuzz/corpus/";
+  const SamplerState torch = decode_state(read_file(dir + "torch.bin"));
+  EXPECT_EQ(torch.config.size, 1000u);
+  EXPECT_EQ(encode_state(torch), read_file(dir + "torch.bin"));
+  EXPECT_EQ(state_from_json(read_file(dir + "torch.json")), torch);
+  const SamplerState classic = decode_state(read_file(dir + "classic_negative_seed.bin"));
+  EXPECT_EQ(classic.config.seed, Seed(int64_t{-3}));
+  EXPECT_EQ(classic.config.randperm, RandpermVariant::kClassic);
+  EXPECT_EQ(classic.epoch, 7u);
+  EXPECT_EQ(classic.consumed, 996u);
+  const SamplerState feistel = decode_state(read_file(dir + "feistel_drop_last.bin"));
+  EXPECT_EQ(feistel.config.order, OrderKind::kFeistel);
+  EXPECT_EQ(feistel.config.feistel_rounds, 8);
+  EXPECT_TRUE(feistel.config.drop_last);
+  EXPECT_EQ(feistel.config.seed, Seed(UINT64_MAX));
 }
 
 TEST(State, FingerprintIsNormalizedAndIgnoresWorldSizeAndRank) {
