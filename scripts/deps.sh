@@ -5,6 +5,8 @@
 DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev"
 # Packages the Python tests and the PyTorch oracle need.
 DISTSAMPLER_TEST_PACKAGES="python3 python3-torch python3-pytest python3-numpy"
+# The MPI layer and its kill-and-resume tests; clang with libFuzzer for the state fuzz target.
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev"
 
 ensure_packages() {
   local missing=()
