@@ -7,6 +7,8 @@ DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev"
 DISTSAMPLER_TEST_PACKAGES="python3 python3-torch python3-pytest python3-numpy"
 # Packages the benchmarks need (scripts/bench.sh): Google Benchmark, libtorch, PyTorch.
 DISTSAMPLER_BENCH_PACKAGES="libbenchmark-dev libtorch-dev python3-torch python3-numpy time"
+# The MPI layer and its kill-and-resume tests; clang with libFuzzer for the state fuzz target.
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev"
 
 ensure_packages() {
   local missing=()

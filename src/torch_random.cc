@@ -115,7 +115,7 @@ void TorchGenerator::fill(uint32_t* out, uint64_t count) {
 
 template <typename T>
 void torch_randperm(uint64_t n, uint64_t seed, RandpermVariant variant, T* out) {
-  assert(n <= uint64_t{1} << (8 * sizeof(T)) || sizeof(T) == 8);
+  assert(sizeof(T) == 8 || n <= (uint64_t{1} << 32));  // every value must fit in T
   TorchGenerator gen(seed);
   if (randperm_uses_inside_out(n, variant)) {
     inside_out_randperm(n, gen, out);

@@ -26,6 +26,11 @@ check huge_feistel 0 indices --order feistel --size 1000000000000000 --world-siz
   --start 100000000000 --count 5
 [ "$(wc -l </tmp/ds_out.$$)" = 5 ] || { echo "FAIL huge_feistel line count"; fail=1; }
 check demo 0 demo
+check audit_resume 0 audit --size 1000 --world-size 64 --consumed 640 --resume-world-size 3
+grep -q "verdict: exactly-once holds" /tmp/ds_out.$$ || { echo "FAIL audit_resume verdict"; fail=1; }
+check audit_broken 1 audit --size 1000 --world-size 4 --consumed 404 --resume-world-size 7 \
+  --break overlap
+grep -q "verdict: exactly-once VIOLATED" /tmp/ds_out.$$ || { echo "FAIL audit_broken verdict"; fail=1; }
 rm -f /tmp/ds_out.$$ /tmp/ds_err.$$
 [ $fail = 0 ] && echo "cli_binary: all checks passed"
 exit $fail

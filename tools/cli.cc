@@ -18,12 +18,14 @@ PyTorch's DistributedSampler bit for bit (--order torch) or a random-access shuf
 memory (--order feistel).
 
 commands:
-  indices   print one rank's indices for one epoch
+  indices   print one rank's indices for one epoch (or its rest, resumed at --consumed)
+  audit     check that a job, resumed on another world size, reads every index exactly once
   demo      the DistributedSampler post's experiments: the forgotten set_epoch, and why each
             rank needs a distributed sampler
   help      this text; `distsampler <command> --help` describes a command
 
-exit status: 0 success, 2 a bad flag or value (one line on stderr).
+exit status: 0 success, 1 a check that failed (audit), 2 a bad flag or value (one line on
+stderr).
 )";
 
 constexpr const char* kIndicesHelp =
@@ -48,10 +50,39 @@ flags:
   --uneven           duplicate-free evaluation: no padding, rank sizes differ by at most one
   --mask             text only: print "INDEX PAD" per line, PAD 1 for a wrapped-around repeat
                      that an evaluation metric must skip (padded-with-mask evaluation)
+  --consumed C       resume: the job has consumed global positions [0, C) of the epoch; rank R
+                     reads C + R, C + R + W, ... (the elastic rule; default 0, a fresh start)
   --start K          first rank-local position to print (default 0)
   --count M          how many to print (default: all from K on)
   --format FORMAT    text (one decimal index per line) or binary (little-endian uint64)
                      (default text)
+)";
+
+constexpr const char* kAuditHelp =
+    R"(usage: distsampler audit --size N --world-size W [flags]
+
+Replays every rank of a job plan through the sampler and checks, for each epoch, that every
+index is read exactly once: with padding every index at least once and repeats only in the
+final step, fewer than the final world size, from the order's start (PyTorch's padding); with
+--drop-last no repeats and fewer than the last world size unread, from the order's tail. With
+--consumed the job is stopped after global position C of epoch --cut-epoch and resumed there on
+--resume-world-size ranks, which also run the later epochs. Prints one line per epoch and a
+verdict.
+
+flags:
+  --size N                dataset size, 0 <= N <= 10^8
+  --world-size W          ranks of the first job, 1 <= W <= 65536
+  --epochs E              epochs to audit, 1..1000 (default 1)
+  --consumed C            the cut: positions consumed when the job stopped, 0 <= C <= the
+                          positions the first job reads
+  --resume-world-size W2  ranks of the resumed job, 1 <= W2 <= 65536
+  --cut-epoch K           the epoch the cut is in (default 0)
+  --seed, --order, --randperm, --no-shuffle, --drop-last   as for `distsampler indices`
+  --break overlap|gap     self-test: resume one position early (overlap) or late (gap), as a
+                          checkpoint that miscounts would; the audit must then fail, unless the
+                          shifted plan happens to be harmless (its wrap lands on the same padding)
+
+exit status: 0 exactly-once holds, 1 it is violated, 2 a bad flag or value.
 )";
 
 constexpr const char* kDemoHelp = R"(usage: distsampler demo [--order torch|feistel]
@@ -95,25 +126,13 @@ void write_indices(const RankView& view, uint64_t first, uint64_t count, bool bi
 
 int run_indices(const std::vector<std::string>& args, std::ostream& out) {
   Flags flags(args, 1, {"--no-shuffle", "--drop-last", "--uneven", "--mask"});
-  SamplerOptions options;
-  options.size = flags.take_required_u64("--size");
+  SamplerOptions options = parse_order_flags(flags);
+  options.uneven = flags.take_switch("--uneven");
+  const bool mask = flags.take_switch("--mask");
   options.world_size = flags.take_required_u64("--world-size");
   options.rank = flags.take_required_u64("--rank");
   const uint64_t epoch = flags.take_u64("--epoch", 0);
-  options.seed = Seed::parse(flags.take_string("--seed", "0"), "--seed");
-  options.order = parse_order_kind(flags.take_string("--order", "torch"), "--order");
-  const std::string randperm = flags.take_string("--randperm", "current");
-  if (randperm == "current") {
-    options.randperm = RandpermVariant::kCurrent;
-  } else if (randperm == "classic") {
-    options.randperm = RandpermVariant::kClassic;
-  } else {
-    throw UsageError("--randperm = '" + randperm + "' is not a variant; allowed: current, classic");
-  }
-  options.shuffle = !flags.take_switch("--no-shuffle");
-  options.drop_last = flags.take_switch("--drop-last");
-  options.uneven = flags.take_switch("--uneven");
-  const bool mask = flags.take_switch("--mask");
+  const uint64_t consumed = flags.take_u64("--consumed", 0);
   const uint64_t start = flags.take_u64("--start", 0);
   const bool has_count = flags.has("--count");
   const uint64_t count_flag = flags.take_u64("--count", 0);
@@ -127,7 +146,8 @@ int run_indices(const std::vector<std::string>& args, std::ostream& out) {
   flags.finish();
 
   const DistributedSampler sampler(options);
-  const uint64_t num_samples = sampler.num_samples();
+  const RankView view = sampler.epoch(epoch, consumed);
+  const uint64_t num_samples = view.size();
   if (start > num_samples) {
     throw UsageError(
         "--start = " + std::to_string(start) +
@@ -139,12 +159,30 @@ int run_indices(const std::vector<std::string>& args, std::ostream& out) {
                      " is out of range; allowed: start + count <= num_samples = " +
                      std::to_string(num_samples) + " (start = " + std::to_string(start) + ")");
   }
-  write_indices(sampler.epoch(epoch), start, count, format == "binary", mask, out);
+  write_indices(view, start, count, format == "binary", mask, out);
   out.flush();
   return kExitOk;
 }
 
 }  // namespace
+
+SamplerOptions parse_order_flags(Flags& flags) {
+  SamplerOptions options;
+  options.size = flags.take_required_u64("--size");
+  options.seed = Seed::parse(flags.take_string("--seed", "0"), "--seed");
+  options.order = parse_order_kind(flags.take_string("--order", "torch"), "--order");
+  const std::string randperm = flags.take_string("--randperm", "current");
+  if (randperm == "current") {
+    options.randperm = RandpermVariant::kCurrent;
+  } else if (randperm == "classic") {
+    options.randperm = RandpermVariant::kClassic;
+  } else {
+    throw UsageError("--randperm = '" + randperm + "' is not a variant; allowed: current, classic");
+  }
+  options.shuffle = !flags.take_switch("--no-shuffle");
+  options.drop_last = flags.take_switch("--drop-last");
+  return options;
+}
 
 uint64_t parse_u64(std::string_view text, std::string_view flag) {
   uint64_t value = 0;
@@ -225,11 +263,15 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       if (wants_help) return out << kIndicesHelp, kExitOk;
       return run_indices(args, out);
     }
+    if (command == "audit") {
+      if (wants_help) return out << kAuditHelp, kExitOk;
+      return run_audit(args, out);
+    }
     if (command == "demo") {
       if (wants_help) return out << kDemoHelp, kExitOk;
       return run_demo(args, out, err);
     }
-    throw UsageError("unknown command '" + command + "'; commands: indices, demo, help");
+    throw UsageError("unknown command '" + command + "'; commands: indices, audit, demo, help");
   } catch (const std::bad_alloc&) {
     err << "distsampler " << command << ": out of memory\n";
   } catch (const std::exception& e) {

@@ -10,10 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "distsampler/sampler.h"
+
 namespace distsampler::cli {
 
 // Exit codes: 0 success, 1 a check that failed (audit), 2 a usage error (one line on stderr).
 inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitUsage = 2;
 
 // Runs `distsampler ARGS...` (args excludes the program name); writes to out and err.
@@ -47,6 +50,13 @@ class Flags {
 
 // Strict decimal uint64 parsing: digits only, no sign, no overflow.
 uint64_t parse_u64(std::string_view text, std::string_view flag);
+
+// Takes the flags that fix an epoch's order: --size (required), --seed, --order, --randperm,
+// --no-shuffle, --drop-last. World size and rank are left at their defaults.
+SamplerOptions parse_order_flags(Flags& flags);
+
+// The audit subcommand (audit.cc): exit 0 when exactly-once holds, 1 when violated.
+int run_audit(const std::vector<std::string>& args, std::ostream& out);
 
 // The demo subcommand (demo.cc).
 int run_demo(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -13,6 +13,7 @@
 #include "distsampler/policies/wrap.h"
 #include "distsampler/sampler.h"
 #include "distsampler/seed.h"
+#include "distsampler/state.h"
 #include "distsampler/torch_random.h"
 #include "distsampler/version.h"
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "distsampler/hash.h"
 #include "distsampler/sampler.h"
 
 namespace distsampler {
@@ -187,6 +188,143 @@ TEST(Cli, DemoShowsTheRepeatedOrderAndTheFix) {
   EXPECT_NE(r.out.find("Per epoch the ranks read 8 samples in all"), std::string::npos);
   EXPECT_NE(r.out.find("Per epoch the ranks read 16 samples in all"), std::string::npos);
   EXPECT_EQ(run({"demo", "--order", "feistel"}).code, 0);
+}
+
+TEST(Cli, IndicesResumeAtConsumedFollowsTheElasticRule) {
+  // Rank r of W resumed at C reads global positions C + r, C + r + W, ... of the W = 1 order.
+  const std::string order =
+      run({"indices", "--size", "10", "--world-size", "1", "--rank", "0"}).out;
+  std::vector<std::string> o;
+  std::istringstream in(order);
+  for (std::string line; std::getline(in, line);) o.push_back(line + "\n");
+  ASSERT_EQ(o.size(), 10u);
+  EXPECT_EQ(
+      run({"indices", "--size", "10", "--world-size", "3", "--rank", "1", "--consumed", "3"}).out,
+      o[4] + o[7] + o[0]);  // positions 4, 7, 10 -> 0 (wrap)
+  EXPECT_EQ(run({"indices", "--size", "10", "--world-size", "3", "--rank", "1", "--consumed", "3",
+                 "--drop-last"})
+                .out,
+            o[4] + o[7]);
+  EXPECT_EQ(
+      run({"indices", "--size", "10", "--world-size", "3", "--rank", "1", "--consumed", "10"}).out,
+      "");
+  EXPECT_EQ(run({"indices", "--size", "10", "--world-size", "3", "--rank", "0", "--consumed",
+                 "99999999999999999999"})
+                .code,
+            2);
+}
+
+Result audit(uint64_t n, uint64_t w, uint64_t consumed, uint64_t w2, bool feistel, bool drop_last,
+             const std::string& broken = "") {
+  std::vector<std::string> args = {"audit",
+                                   "--size",
+                                   std::to_string(n),
+                                   "--world-size",
+                                   std::to_string(w),
+                                   "--consumed",
+                                   std::to_string(consumed),
+                                   "--resume-world-size",
+                                   std::to_string(w2),
+                                   "--order",
+                                   feistel ? "feistel" : "torch",
+                                   "--seed",
+                                   std::to_string(n * 31 + w)};
+  if (drop_last) args.push_back("--drop-last");
+  if (!broken.empty()) args.insert(args.end(), {"--break", broken});
+  return run(args);
+}
+
+uint64_t first_job_total(uint64_t n, uint64_t w, bool drop_last) {
+  return drop_last ? n / w * w : (n + w - 1) / w * w;
+}
+
+// The bar: resumes between any world sizes 1..64 pass the audit, at cuts spread over
+// the whole range (first, last, inside the padding, random).
+TEST(Cli, AuditPassesForResumesBetweenAnyWorldSizesUpTo64) {
+  uint64_t counter = 0;
+  for (uint64_t w = 1; w <= 64; ++w) {
+    for (uint64_t w2 = 1; w2 <= 64; ++w2) {
+      const uint64_t n = mix64(counter++) % 300;
+      const bool drop_last = (w + w2) % 2 == 0;
+      const uint64_t total = first_job_total(n, w, drop_last);
+      for (uint64_t cut : {uint64_t{0}, total, total / 2, mix64(counter++) % (total + 1)}) {
+        const Result r = audit(n, w, cut, w2, (w * w2) % 3 == 0, drop_last);
+        ASSERT_EQ(r.code, 0) << "n " << n << " W " << w << " C " << cut << " W2 " << w2 << "\n"
+                             << r.out << r.err;
+      }
+    }
+  }
+}
+
+TEST(Cli, AuditPassesAtEveryCutOnASmallGrid) {
+  for (uint64_t n = 0; n <= 24; ++n) {
+    for (uint64_t w = 1; w <= 6; ++w) {
+      for (uint64_t w2 = 1; w2 <= 6; ++w2) {
+        for (bool drop_last : {false, true}) {
+          for (uint64_t cut = 0; cut <= first_job_total(n, w, drop_last); ++cut) {
+            const Result r = audit(n, w, cut, w2, (n + cut) % 2 == 0, drop_last);
+            ASSERT_EQ(r.code, 0) << "n " << n << " W " << w << " C " << cut << " W2 " << w2 << "\n"
+                                 << r.out;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A resume off by one position must fail whenever the shift cannot be absorbed by the padding's
+// wrap-around: with W2 <= C and more than 2 * W2 positions left after the cut.
+TEST(Cli, AuditFailsOnABrokenPlan) {
+  uint64_t counter = 7;
+  int failures = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const uint64_t w = 1 + mix64(counter++) % 64, w2 = 1 + mix64(counter++) % 64;
+    const uint64_t n = 2 * (w + w2) + 1 + mix64(counter++) % 500;
+    const bool drop_last = trial % 2 == 1;
+    const uint64_t total = first_job_total(n, w, drop_last);
+    const uint64_t cut = std::min(total, w2 + mix64(counter++) % (n - 2 * w2));
+    if (cut < w2 || n - cut <= 2 * w2) continue;
+    for (const char* broken : {"overlap", "gap"}) {
+      const Result r = audit(n, w, cut, w2, trial % 4 < 2, drop_last, broken);
+      ASSERT_EQ(r.code, 1) << broken << " n " << n << " W " << w << " C " << cut << " W2 " << w2
+                           << "\n"
+                           << r.out;
+      EXPECT_NE(r.out.find("VIOLATED"), std::string::npos);
+      ++failures;
+    }
+  }
+  EXPECT_GT(failures, 300);
+  const Result r = audit(1000, 4, 404, 7, false, false, "overlap");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("repeated read"), std::string::npos) << r.out;
+  EXPECT_NE(audit(1000, 4, 404, 7, true, false, "gap").out.find("never read"), std::string::npos);
+}
+
+TEST(Cli, AuditMultipleEpochsAndBadFlags) {
+  const Result r = run({"audit", "--size", "100", "--world-size", "8", "--epochs", "3",
+                        "--consumed", "40", "--resume-world-size", "5", "--cut-epoch", "1"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("epoch 0 (W=8)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 1 (W=8 to position 40, then W=5 from position 40)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("epoch 2 (W=5)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verdict: exactly-once holds in all 3 epoch(s)"), std::string::npos);
+  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
+           {"audit", "--size", "10", "--world-size", "4", "--consumed", "13", "--resume-world-size",
+            "2"},
+           {"audit", "--size", "10", "--world-size", "4", "--consumed", "3"},
+           {"audit", "--size", "10", "--world-size", "0"},
+           {"audit", "--size", "10", "--world-size", "2", "--break", "gap"},
+           {"audit", "--size", "10", "--world-size", "2", "--consumed", "2", "--resume-world-size",
+            "2", "--break", "sideways"},
+           {"audit", "--size", "10", "--world-size", "2", "--consumed", "2", "--resume-world-size",
+            "2", "--cut-epoch", "1"},
+           {"audit", "--size", "1000000000", "--world-size", "2"}}) {
+    const Result b = run(bad);
+    EXPECT_EQ(b.code, 2) << bad[3];
+    EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+// dist/mpi.h: configuration agreement over MPI before the first batch.
+#ifndef DISTSAMPLER_DIST_MPI_H_
+#define DISTSAMPLER_DIST_MPI_H_
+
+#include <mpi.h>
+
+#include <stdexcept>
+
+#include "distsampler/state.h"
+
+namespace distsampler {
+
+// Thrown on every rank when the ranks' fingerprints differ.
+struct ConfigurationMismatch : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Collective over `comm`: every rank contributes its fingerprint (MPI_Allgather of the 60-byte
+// state encoding) and every rank compares all of them. When they differ (one rank started with
+// another seed or dataset size, say), every rank throws ConfigurationMismatch with the same
+// message, one line per differing field naming its values and the ranks holding them
+// (describe_disagreement). Call it before the first batch, so that no rank trains on an order
+// the others do not share. MPI errors are thrown as std::runtime_error.
+void agree_on_configuration(MPI_Comm comm, const Fingerprint& mine);
+
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_DIST_MPI_H_

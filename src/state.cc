@@ -1,0 +1,462 @@
+// Checkpoint state: fingerprint, byte and JSON encodings with a CRC-32.
+//
+// Byte format, version 1 (all integers little-endian):
+//   0  magic "DSSTATE\0"     8 bytes
+//   8  format version        u16 (1)
+//  10  total length          u16 (60)
+//  12  algorithm version     u32 (kOrderAlgorithmVersion)
+//  16  order                 u8  (0 torch, 1 feistel)
+//  17  randperm              u8  (0 current, 1 classic; 0 unless torch)
+//  18  flags                 u8  (bit 0 shuffle, bit 1 drop_last, bit 2 seed negative; others 0)
+//  19  feistel rounds        u8  (1..32 for feistel, 0 otherwise)
+//  20  reserved              u32 (0)
+//  24  size                  u64
+//  32  seed bits             u64 (two's complement)
+//  40  epoch                 u64
+//  48  consumed              u64
+//  56  CRC-32 of bytes 0..55 u32
+// The CRC is the textbook table-driven CRC-32 (Peterson and Brown 1961; IEEE 802.3).
+#include "distsampler/state.h"
+
+#include <array>
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace distsampler {
+namespace {
+
+constexpr char kMagic[8] = {'D', 'S', 'S', 'T', 'A', 'T', 'E', '\0'};
+constexpr uint64_t kMaxSize = uint64_t{1} << 63;
+constexpr const char* kFieldNames[] = {"algorithm_version", "size",  "seed",     "shuffle",
+                                       "drop_last",         "order", "randperm", "feistel_rounds"};
+
+constexpr std::array<uint32_t, 256> make_crc_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+constexpr std::array<uint32_t, 256> kCrcTable = make_crc_table();
+
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("state: " + what); }
+
+std::string hex32(uint32_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x";
+  for (int shift = 28; shift >= 0; shift -= 4) s += digits[(v >> shift) & 0xf];
+  return s;
+}
+
+void put(std::string& out, uint64_t value, int bytes) {
+  for (int b = 0; b < bytes; ++b) out += static_cast<char>((value >> (8 * b)) & 0xff);
+}
+
+uint64_t get(std::string_view in, size_t offset, int bytes) {
+  uint64_t v = 0;
+  for (int b = 0; b < bytes; ++b) {
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[offset + b])) << (8 * b);
+  }
+  return v;
+}
+
+const char* randperm_name(RandpermVariant v) {
+  return v == RandpermVariant::kClassic ? "classic" : "current";
+}
+
+// Throws unless the fingerprint is one that fingerprint() could have produced.
+void check_normalized(const Fingerprint& f) {
+  if (f.algorithm_version != kOrderAlgorithmVersion) {
+    fail("algorithm_version = " + std::to_string(f.algorithm_version) +
+         " is not supported; this build implements algorithm version " +
+         std::to_string(kOrderAlgorithmVersion));
+  }
+  if (f.size > kMaxSize) {
+    fail("size = " + std::to_string(f.size) + " is too large; allowed: size <= 2^63");
+  }
+  if (f.order != OrderKind::kTorch && f.order != OrderKind::kFeistel) {
+    fail("order = " + std::to_string(static_cast<int>(f.order)) + " is not an order");
+  }
+  if (f.randperm != RandpermVariant::kCurrent && f.randperm != RandpermVariant::kClassic) {
+    fail("randperm = " + std::to_string(static_cast<int>(f.randperm)) + " is not a variant");
+  }
+  if (f.order == OrderKind::kTorch && f.feistel_rounds != 0) {
+    fail("feistel_rounds = " + std::to_string(f.feistel_rounds) +
+         " with order torch; allowed: 0 (rounds apply to the feistel order only)");
+  }
+  if (f.order == OrderKind::kFeistel) {
+    if (f.feistel_rounds < 1 || f.feistel_rounds > FeistelPermutation::kMaxRounds) {
+      fail("feistel_rounds = " + std::to_string(f.feistel_rounds) +
+           " is out of range; allowed: 1 <= feistel_rounds <= 32");
+    }
+    if (f.randperm != RandpermVariant::kCurrent) {
+      fail(
+          "randperm = classic with order feistel; allowed: current (randperm applies to the "
+          "torch order only)");
+    }
+  }
+  if (f.seed.negative() && (f.seed.bits() >> 63) == 0) fail("seed has an inconsistent sign");
+}
+
+Seed seed_from(uint64_t bits, bool negative) {
+  return negative ? Seed(static_cast<int64_t>(bits)) : Seed(bits);
+}
+
+// A strict reader for the flat JSON object state_to_json writes: string keys, values that are
+// integers, true/false or strings without escapes.
+class JsonObject {
+ public:
+  explicit JsonObject(std::string_view text) : text_(text) {
+    skip_space();
+    expect('{');
+    skip_space();
+    if (peek() == '}') {
+      ++pos_;
+    } else {
+      for (;;) {
+        skip_space();
+        std::string key = read_string();
+        skip_space();
+        expect(':');
+        skip_space();
+        std::string value = read_value(key);
+        if (!values_.emplace(key, std::move(value)).second) fail("JSON key '" + key + "' twice");
+        skip_space();
+        if (peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        expect('}');
+        break;
+      }
+    }
+    skip_space();
+    if (pos_ != text_.size()) fail("JSON has trailing characters at offset " + at());
+  }
+
+  // The raw token of `key` (strings without quotes); throws when missing. Marks the key used.
+  const std::string& take(const std::string& key) {
+    auto it = values_.find(key);
+    if (it == values_.end()) fail("JSON lacks the key '" + key + "'");
+    used_[key] = true;
+    return it->second;
+  }
+  uint64_t take_u64(const std::string& key) {
+    const std::string& v = take(key);
+    uint64_t x = 0;
+    if (v.empty() || v.size() > 20) fail("JSON " + key + " = " + v + " is not an unsigned integer");
+    for (char c : v) {
+      if (c < '0' || c > '9') fail("JSON " + key + " = " + v + " is not an unsigned integer");
+      const uint64_t digit = static_cast<uint64_t>(c - '0');
+      if (x > (UINT64_MAX - digit) / 10) fail("JSON " + key + " = " + v + " exceeds 2^64 - 1");
+      x = x * 10 + digit;
+    }
+    if (v.size() > 1 && v[0] == '0') fail("JSON " + key + " = " + v + " has a leading zero");
+    return x;
+  }
+  bool take_bool(const std::string& key) {
+    const std::string& v = take(key);
+    if (v != "true" && v != "false") fail("JSON " + key + " = " + v + " is not true or false");
+    return v == "true";
+  }
+  void finish() const {
+    for (const auto& [key, value] : values_) {
+      if (used_.count(key) == 0) fail("JSON has the unknown key '" + key + "'");
+    }
+  }
+
+ private:
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  std::string at() const { return std::to_string(pos_); }
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
+                                   text_[pos_] == '\t' || text_[pos_] == '\r'))
+      ++pos_;
+  }
+  void expect(char c) {
+    if (peek() != c || pos_ >= text_.size()) {
+      fail(std::string("JSON expects '") + c + "' at offset " + at());
+    }
+    ++pos_;
+  }
+  std::string read_string() {
+    expect('"');
+    std::string s;
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      const char c = text_[pos_++];
+      if (c == '\\' || static_cast<unsigned char>(c) < 0x20) {
+        fail("JSON string has an escape or control character at offset " + at());
+      }
+      s += c;
+    }
+    expect('"');
+    return s;
+  }
+  std::string read_value(const std::string& key) {
+    if (peek() == '"') return read_string();
+    std::string token;
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == '.'))
+      token += text_[pos_++];
+    if (token.empty()) fail("JSON value of '" + key + "' is missing or not a scalar");
+    return token;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> used_;
+};
+
+}  // namespace
+
+bool operator==(const Fingerprint& a, const Fingerprint& b) {
+  return differing_fields(a, b).empty();
+}
+
+Fingerprint fingerprint(const SamplerOptions& options) {
+  Fingerprint f;
+  f.size = options.size;
+  f.seed = options.seed;
+  f.shuffle = options.shuffle;
+  f.drop_last = options.drop_last;
+  f.order = options.order;
+  if (options.order == OrderKind::kTorch) f.randperm = options.randperm;
+  if (options.order == OrderKind::kFeistel) f.feistel_rounds = options.feistel_rounds;
+  return f;
+}
+
+std::string field_value(const Fingerprint& f, std::string_view field) {
+  if (field == "algorithm_version") return std::to_string(f.algorithm_version);
+  if (field == "size") return std::to_string(f.size);
+  if (field == "seed") return f.seed.to_string();
+  if (field == "shuffle") return f.shuffle ? "true" : "false";
+  if (field == "drop_last") return f.drop_last ? "true" : "false";
+  if (field == "order") return std::string(to_string(f.order));
+  if (field == "randperm") return randperm_name(f.randperm);
+  if (field == "feistel_rounds") return std::to_string(f.feistel_rounds);
+  throw std::invalid_argument("field = '" + std::string(field) + "' is not a fingerprint field");
+}
+
+std::vector<std::string> differing_fields(const Fingerprint& a, const Fingerprint& b) {
+  std::vector<std::string> out;
+  for (const char* name : kFieldNames) {
+    if (field_value(a, name) != field_value(b, name)) out.emplace_back(name);
+  }
+  return out;
+}
+
+std::string describe_disagreement(const std::vector<Fingerprint>& per_rank) {
+  std::string message;
+  for (const char* name : kFieldNames) {
+    // value -> ranks, in order of first appearance (ranks ascending).
+    std::vector<std::pair<std::string, std::vector<size_t>>> groups;
+    for (size_t r = 0; r < per_rank.size(); ++r) {
+      const std::string v = field_value(per_rank[r], name);
+      size_t g = 0;
+      while (g < groups.size() && groups[g].first != v) ++g;
+      if (g == groups.size()) groups.push_back({v, {}});
+      groups[g].second.push_back(r);
+    }
+    if (groups.size() <= 1) continue;
+    if (!message.empty()) message += "\n";
+    message += std::string(name) + " differs across ranks:";
+    for (size_t g = 0; g < groups.size(); ++g) {
+      message += (g == 0 ? " " : "; ") + groups[g].first + " on rank" +
+                 (groups[g].second.size() > 1 ? "s" : "");
+      for (size_t i = 0; i < groups[g].second.size(); ++i) {
+        message += (i == 0 ? " " : ", ") + std::to_string(groups[g].second[i]);
+      }
+    }
+  }
+  return message;
+}
+
+uint32_t crc32(std::string_view bytes) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (char ch : bytes) c = kCrcTable[(c ^ static_cast<unsigned char>(ch)) & 0xff] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+std::string encode_state(const SamplerState& state) {
+  const Fingerprint& f = state.config;
+  check_normalized(f);
+  std::string out(kMagic, sizeof(kMagic));
+  put(out, kStateFormatVersion, 2);
+  put(out, kStateBytes, 2);
+  put(out, f.algorithm_version, 4);
+  put(out, f.order == OrderKind::kFeistel ? 1 : 0, 1);
+  put(out, f.randperm == RandpermVariant::kClassic ? 1 : 0, 1);
+  put(out, (f.shuffle ? 1 : 0) | (f.drop_last ? 2 : 0) | (f.seed.negative() ? 4 : 0), 1);
+  put(out, static_cast<uint64_t>(f.feistel_rounds), 1);
+  put(out, 0, 4);
+  put(out, f.size, 8);
+  put(out, f.seed.bits(), 8);
+  put(out, state.epoch, 8);
+  put(out, state.consumed, 8);
+  put(out, crc32(out), 4);
+  return out;
+}
+
+SamplerState decode_state(std::string_view bytes) {
+  if (bytes.size() < 12) {
+    fail("truncated: " + std::to_string(bytes.size()) + " bytes, fewer than the 12-byte header");
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    fail("not a distsampler state (the magic bytes \"DSSTATE\\0\" are missing)");
+  }
+  const uint64_t version = get(bytes, 8, 2);
+  if (version != kStateFormatVersion) {
+    fail("format version " + std::to_string(version) + " is not supported; this build reads " +
+         std::to_string(kStateFormatVersion));
+  }
+  const uint64_t length = get(bytes, 10, 2);
+  if (length != kStateBytes) {
+    fail("header length = " + std::to_string(length) + "; a version-1 state has " +
+         std::to_string(kStateBytes) + " bytes");
+  }
+  if (bytes.size() != kStateBytes) {
+    fail((bytes.size() < kStateBytes ? "truncated: " : "trailing bytes: ") +
+         std::to_string(bytes.size()) + " bytes; a version-1 state has " +
+         std::to_string(kStateBytes));
+  }
+  const uint32_t stored = static_cast<uint32_t>(get(bytes, 56, 4));
+  const uint32_t computed = crc32(bytes.substr(0, 56));
+  if (stored != computed) {
+    fail("checksum mismatch (stored " + hex32(stored) + ", computed " + hex32(computed) +
+         "): the state is corrupt");
+  }
+  SamplerState s;
+  Fingerprint& f = s.config;
+  f.algorithm_version = static_cast<uint32_t>(get(bytes, 12, 4));
+  const uint64_t order = get(bytes, 16, 1);
+  const uint64_t randperm = get(bytes, 17, 1);
+  const uint64_t flags = get(bytes, 18, 1);
+  if (order > 1) fail("order = " + std::to_string(order) + "; allowed: 0 (torch), 1 (feistel)");
+  if (randperm > 1) {
+    fail("randperm = " + std::to_string(randperm) + "; allowed: 0 (current), 1 (classic)");
+  }
+  if (flags > 7) fail("flags = " + std::to_string(flags) + " has unknown bits; allowed: 0..7");
+  if (get(bytes, 20, 4) != 0) fail("reserved bytes 20..23 are not zero");
+  f.order = order == 1 ? OrderKind::kFeistel : OrderKind::kTorch;
+  f.randperm = randperm == 1 ? RandpermVariant::kClassic : RandpermVariant::kCurrent;
+  f.shuffle = (flags & 1) != 0;
+  f.drop_last = (flags & 2) != 0;
+  f.feistel_rounds = static_cast<int>(get(bytes, 19, 1));
+  f.size = get(bytes, 24, 8);
+  const uint64_t seed_bits = get(bytes, 32, 8);
+  const bool negative = (flags & 4) != 0;
+  if (negative && (seed_bits >> 63) == 0) fail("seed is marked negative but its bits are not");
+  f.seed = seed_from(seed_bits, negative);
+  s.epoch = get(bytes, 40, 8);
+  s.consumed = get(bytes, 48, 8);
+  check_normalized(f);
+  return s;
+}
+
+std::string state_to_json(const SamplerState& state) {
+  const std::string bytes = encode_state(state);  // validates, and gives the checksum
+  const Fingerprint& f = state.config;
+  std::string j =
+      "{\"format\": \"distsampler-state\", \"version\": " + std::to_string(kStateFormatVersion);
+  j += ", \"algorithm_version\": " + std::to_string(f.algorithm_version);
+  j += ", \"size\": " + std::to_string(f.size);
+  j += ", \"seed\": " + f.seed.to_string();
+  j += std::string(", \"shuffle\": ") + (f.shuffle ? "true" : "false");
+  j += std::string(", \"drop_last\": ") + (f.drop_last ? "true" : "false");
+  j += ", \"order\": \"" + std::string(to_string(f.order)) + "\"";
+  j += std::string(", \"randperm\": \"") + randperm_name(f.randperm) + "\"";
+  j += ", \"feistel_rounds\": " + std::to_string(f.feistel_rounds);
+  j += ", \"epoch\": " + std::to_string(state.epoch);
+  j += ", \"consumed\": " + std::to_string(state.consumed);
+  j += ", \"crc32\": " + std::to_string(get(bytes, 56, 4)) + "}";
+  return j;
+}
+
+SamplerState state_from_json(std::string_view json) {
+  JsonObject o(json);
+  if (o.take("format") != "distsampler-state") {
+    fail("JSON format = '" + o.take("format") + "'; allowed: distsampler-state");
+  }
+  const uint64_t version = o.take_u64("version");
+  if (version != kStateFormatVersion) {
+    fail("format version " + std::to_string(version) + " is not supported; this build reads " +
+         std::to_string(kStateFormatVersion));
+  }
+  SamplerState s;
+  Fingerprint& f = s.config;
+  const uint64_t algorithm = o.take_u64("algorithm_version");
+  if (algorithm > UINT32_MAX) fail("JSON algorithm_version = " + std::to_string(algorithm));
+  f.algorithm_version = static_cast<uint32_t>(algorithm);
+  f.size = o.take_u64("size");
+  const std::string& seed = o.take("seed");
+  try {
+    f.seed = Seed::parse(seed, "seed");
+  } catch (const std::invalid_argument& e) {
+    fail(std::string("JSON ") + e.what());
+  }
+  if (f.seed.to_string() != seed) fail("JSON seed = " + seed + " is not in canonical form");
+  f.shuffle = o.take_bool("shuffle");
+  f.drop_last = o.take_bool("drop_last");
+  const std::string& order = o.take("order");
+  if (order != "torch" && order != "feistel") {
+    fail("JSON order = '" + order + "'; allowed: torch, feistel");
+  }
+  f.order = order == "torch" ? OrderKind::kTorch : OrderKind::kFeistel;
+  const std::string& randperm = o.take("randperm");
+  if (randperm != "current" && randperm != "classic") {
+    fail("JSON randperm = '" + randperm + "'; allowed: current, classic");
+  }
+  f.randperm = randperm == "classic" ? RandpermVariant::kClassic : RandpermVariant::kCurrent;
+  const uint64_t rounds = o.take_u64("feistel_rounds");
+  if (rounds > 255) fail("JSON feistel_rounds = " + std::to_string(rounds) + " is out of range");
+  f.feistel_rounds = static_cast<int>(rounds);
+  s.epoch = o.take_u64("epoch");
+  s.consumed = o.take_u64("consumed");
+  const uint64_t stored = o.take_u64("crc32");
+  o.finish();
+  check_normalized(f);
+  const std::string bytes = encode_state(s);
+  const uint32_t computed = static_cast<uint32_t>(get(bytes, 56, 4));
+  if (stored != computed) {
+    fail("checksum mismatch (stored " + std::to_string(stored) + ", computed " +
+         std::to_string(computed) + "): the state is corrupt");
+  }
+  return s;
+}
+
+SamplerState make_state(const DistributedSampler& sampler, uint64_t epoch, uint64_t consumed) {
+  return SamplerState{fingerprint(sampler.options()), epoch, consumed};
+}
+
+uint64_t consumed_after(const RankView& view, uint64_t taken) {
+  if (taken > view.size()) {
+    throw std::out_of_range(
+        "taken = " + std::to_string(taken) +
+        " is out of range; allowed: taken <= num_samples = " + std::to_string(view.size()));
+  }
+  return view.partition().start + taken * view.partition().world_size;
+}
+
+RankView resume(const DistributedSampler& sampler, const SamplerState& state) {
+  const Fingerprint here = fingerprint(sampler.options());
+  const std::vector<std::string> fields = differing_fields(state.config, here);
+  if (!fields.empty()) {
+    std::string message = "state does not match this sampler's configuration:";
+    for (size_t i = 0; i < fields.size(); ++i) {
+      message += (i == 0 ? " " : "; ") + fields[i] + " = " + field_value(state.config, fields[i]) +
+                 " in the state, " + field_value(here, fields[i]) + " here";
+    }
+    throw std::invalid_argument(message);
+  }
+  // A consumed count past the order's end means the epoch is complete (padding consumed).
+  const uint64_t start = state.consumed < here.size ? state.consumed : here.size;
+  return sampler.epoch(state.epoch, start);
+}
+
+}  // namespace distsampler

@@ -1,0 +1,109 @@
+"""Checks what real processes consumed across kills and resumes (docs/design.md, "exactly once").
+
+Runs 0, 1, ..., R of one job write <log_dir>/run<k>.rank<r>.log (lines "epoch consumed_after
+world_size index", consumed_after = the job's global positions consumed once that step is done)
+and <log_dir>/run<k>.start ("epoch consumed world_size": the checkpoint run k resumed from).
+A killed run's model rolls back to the checkpoint the next run starts from, so its reads after
+that checkpoint never happened; everything else counts. The order of an epoch is read from the
+CLI with one rank (`distsampler indices --world-size 1`), which the elastic rule makes the
+global order.
+
+The checkpoint file itself is parsed here from the format's description (60 bytes,
+little-endian, CRC-32 as zlib computes it), independently of the C++ decoder.
+"""
+
+import os
+import struct
+import subprocess
+import zlib
+
+
+def read_state(path):
+    """(epoch, consumed) of a version-1 state file; raises ValueError when it is not one."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) != 60 or data[:8] != b"DSSTATE\0":
+        raise ValueError(f"{path}: not a 60-byte distsampler state")
+    version, length = struct.unpack_from("<HH", data, 8)
+    (crc,) = struct.unpack_from("<I", data, 56)
+    if (version, length) != (1, 60) or crc != zlib.crc32(data[:56]):
+        raise ValueError(f"{path}: bad version or checksum")
+    return struct.unpack_from("<QQ", data, 40)
+
+
+def load_runs(log_dir, runs):
+    """Per run: its start (epoch, consumed, world) and its reads [(epoch, consumed, world, index)]."""
+    out = []
+    for k in range(runs):
+        with open(os.path.join(log_dir, f"run{k}.start")) as f:
+            epoch, consumed, world = map(int, f.read().split())
+        reads = []
+        for r in range(world):
+            path = os.path.join(log_dir, f"run{k}.rank{r}.log")
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) == 4:  # a line cut by the kill is incomplete: not consumed
+                        reads.append(tuple(int(x) for x in fields))
+        out.append(((epoch, consumed, world), reads))
+    return out
+
+
+def epoch_order(cli, size, seed, order, epoch):
+    args = [cli, "indices", "--size", str(size), "--world-size", "1", "--rank", "0",
+            "--seed", str(seed), "--order", order, "--epoch", str(epoch)]
+    return [int(x) for x in subprocess.run(args, check=True, capture_output=True,
+                                           text=True).stdout.split()]
+
+
+def check(log_dir, runs, cli, size, seed, order, drop_last, epochs):
+    """Returns a list of problems (empty when exactly-once holds in every epoch)."""
+    loaded = load_runs(log_dir, runs)
+    kept = []  # (epoch, run, consumed, world, index)
+    for k, (_, reads) in enumerate(loaded):
+        limit = loaded[k + 1][0][:2] if k + 1 < len(loaded) else None
+        for epoch, consumed, world, index in reads:
+            if limit is None or (epoch, consumed) <= limit:
+                kept.append((epoch, k, consumed, world, index))
+    problems = []
+    for e in range(epochs):
+        reads = [r for r in kept if r[0] == e]
+        o = epoch_order(cli, size, seed, order, e)
+        assert sorted(o) == list(range(size)), "the CLI's order is not a permutation"
+        count = [0] * size
+        for r in reads:
+            count[r[4]] += 1
+        worlds = [w for (_, w, _), _ in loaded]
+        if reads:
+            final = max((r[1], r[2]) for r in reads)
+            final_world = next(r[3] for r in reads if (r[1], r[2]) == final)
+        else:
+            final, final_world = None, worlds[-1]
+        seen = [0] * size
+        for r in sorted(reads, key=lambda r: (r[1], r[2])):
+            seen[r[4]] += 1
+            if seen[r[4]] > 1 and (drop_last or (r[1], r[2]) != final):
+                problems.append(f"epoch {e}: index {r[4]} read again (run {r[1]}, consumed "
+                                f"{r[2]}) before the final step")
+        unread = [i for i in range(size) if count[i] == 0]
+        if drop_last:
+            last_world = next((w for (ep, _, w), _ in reversed(loaded) if ep <= e), worlds[-1])
+            if unread and len(unread) >= last_world:
+                problems.append(f"epoch {e}: {len(unread)} unread, not fewer than {last_world}")
+            if sorted(unread) != sorted(o[size - len(unread):]):
+                problems.append(f"epoch {e}: the unread indices are not the order's tail")
+            continue
+        if unread:
+            problems.append(f"epoch {e}: {len(unread)} indices never read, e.g. {unread[0]}")
+            continue
+        padding = len(reads) - size
+        if padding and padding >= final_world:
+            problems.append(f"epoch {e}: {padding} padding reads, not fewer than {final_world}")
+        expected = [1] * size
+        for j in range(padding):
+            expected[o[j % size]] += 1
+        if count != expected:
+            problems.append(f"epoch {e}: the padding is not the order's first {padding}")
+    return problems

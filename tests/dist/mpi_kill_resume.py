@@ -1,0 +1,116 @@
+"""Real processes under mpirun: SIGKILL one rank at a random step, resume from the last checkpoint
+on a different number of processes (twice), and check exactly-once across the kills; then the
+configuration-mismatch detector.
+
+usage: mpi_kill_resume.py MPI_TRAIN DISTSAMPLER_CLI [SEED]
+The random choices come from SEED (default: time-based) and are printed for reproduction.
+"""
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import exactly_once  # noqa: E402
+
+MPIRUN = [os.environ.get("DISTSAMPLER_MPIRUN") or "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+
+
+def mpirun(np_, args, timeout=120):
+    return subprocess.run(MPIRUN + ["-np", str(np_)] + args, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def kill_and_resume(train, cli, rng, order, drop_last, work):
+    size, batch, epochs, seed = rng.randint(200, 700), rng.randint(1, 4), 2, rng.randint(0, 99)
+    worlds = [4] + rng.sample([1, 2, 3, 5, 6], 2)  # three runs, each on a new world size
+    common = ["--size", str(size), "--seed", str(seed), "--order", order, "--batch", str(batch),
+              "--epochs", str(epochs), "--checkpoint", os.path.join(work, "ckpt"),
+              "--log-dir", work, "--checkpoint-every", str(rng.randint(1, 6))]
+    if drop_last:
+        common.append("--drop-last")
+    print(f"  size {size} seed {seed} order {order} drop_last {drop_last} batch {batch} "
+          f"worlds {worlds}")
+    ckpt = os.path.join(work, "ckpt")
+    runs = 0
+    for k, world in enumerate(worlds):
+        args = [train] + common + ["--run", str(k)]
+        epoch, consumed = exactly_once.read_state(ckpt) if os.path.exists(ckpt) else (0, 0)
+        # Steps this run takes if nothing stops it: ceil(share / batch) per epoch left.
+        steps = 0
+        for e in range(epoch, epochs):
+            left = size - (consumed if e == epoch else 0)
+            share = max(left, 0) // world if drop_last else -(-max(left, 0) // world)
+            steps += -(-share // batch)
+        killed = k + 1 < len(worlds) and steps >= 2
+        if killed:
+            kill_rank, kill_step = rng.randrange(world), rng.randint(1, steps - 1)
+            args += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_step)]
+            print(f"  run {k}: {world} ranks from epoch {epoch} consumed {consumed}, "
+                  f"rank {kill_rank} killed at step {kill_step} of {steps}")
+        else:
+            print(f"  run {k}: {world} ranks from epoch {epoch} consumed {consumed}, to the end")
+        r = mpirun(world, args)
+        runs += 1
+        if killed:
+            assert r.returncode != 0, f"run {k} was not killed:\n{r.stdout}{r.stderr}"
+            assert "signal 9" in r.stdout + r.stderr, r.stdout + r.stderr
+        else:
+            assert r.returncode == 0, f"run {k} failed:\n{r.stdout}{r.stderr}"
+            break
+    problems = exactly_once.check(work, runs, cli, size, seed, order, drop_last, epochs)
+    assert not problems, "\n".join(problems)
+    # The check must be able to fail: replaying one sample of the last run (an overlap) or losing
+    # one (a gap) in its first step is reported.
+    last = os.path.join(work, f"run{runs - 1}.rank0.log")
+    with open(last) as f:
+        lines = f.readlines()
+    if lines:
+        for broken in (lines[:1] + lines, lines[1:]):
+            with open(last, "w") as f:
+                f.writelines(broken)
+            assert exactly_once.check(work, runs, cli, size, seed, order, drop_last, epochs)
+        with open(last, "w") as f:
+            f.writelines(lines)
+
+
+def mismatch(train, work):
+    base = [train, "--size", "300", "--log-dir", work, "--checkpoint", os.path.join(work, "c")]
+    # One mpirun, four ranks; rank 1 started with another seed (MPMD syntax: per-rank arguments).
+    # --output-filename: each rank's stderr in its own file (mpirun interleaves the streams).
+    outdir = os.path.join(work, "out")
+    cmd = (MPIRUN + ["--output-filename", outdir, "-np", "1"] + base + ["--seed", "0", ":", "-np", "1"] + base +
+           ["--seed", "7", ":", "-np", "2"] + base + ["--seed", "0"])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    for rank in range(4):
+        path = os.path.join(outdir, "1", f"rank.{rank}", "stderr")
+        with open(path) as f:
+            err = f.read()
+        expected = (f"rank {rank}: error: the sampler configuration differs across ranks, "
+                    "refusing to start: seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1")
+        assert expected in err, f"rank {rank} did not report the mismatch: {err!r}"
+    assert not any(f.endswith(".log") for f in os.listdir(work)), "a rank consumed data"
+    assert not os.path.exists(os.path.join(work, "c")), "a checkpoint was written"
+    print("  mismatched seed: every rank stopped before the first batch, naming seed and ranks")
+
+
+def main():
+    train, cli = sys.argv[1], sys.argv[2]
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else int(time.time())
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    for order, drop_last in [("torch", False), ("feistel", True), ("feistel", False),
+                             ("torch", True)]:
+        with tempfile.TemporaryDirectory() as work:
+            kill_and_resume(train, cli, rng, order, drop_last, work)
+    with tempfile.TemporaryDirectory() as work:
+        mismatch(train, work)
+    print("mpi kill-and-resume: exactly-once held across the kills; mismatch detected")
+
+
+if __name__ == "__main__":
+    main()
