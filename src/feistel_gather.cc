@@ -168,8 +168,13 @@ void gather_portable(const Key& key, uint64_t first, uint64_t stride, uint64_t c
 
 #if DISTSAMPLER_X86_KERNELS
 #define DISTSAMPLER_TARGET_AVX2 __attribute__((target("avx2")))
+// prefer-vector-width is GCC's; clang (the fuzz build) ignores the whole attribute if it sees it.
+#if defined(__clang__)
+#define DISTSAMPLER_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512dq")))
+#else
 #define DISTSAMPLER_TARGET_AVX512 \
   __attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
+#endif
 
 // For each 4-bit mask, the 32-bit lane permutation that moves the selected 64-bit lanes first.
 struct CompactTable {
