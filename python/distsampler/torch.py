@@ -203,10 +203,11 @@ class DistributedSampler(Sampler[int]):
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from a state_dict(): the next iteration yields exactly the indices of the
-        state's epoch that were not consumed (calling set_epoch with that same epoch keeps the
-        position). A state whose epoch is complete behaves as after a full iteration: the next
-        one advances (auto_epoch) or repeats the epoch (auto_epoch=False). Raises ValueError,
-        changing nothing, when the state is malformed or was saved under another configuration.
+        state's epoch that were not consumed, none when it is complete (calling set_epoch with
+        that same epoch keeps the position; another epoch starts from its beginning). With
+        auto_epoch, a complete state without a set_epoch call reads as a finished iteration: the
+        next one advances to the following epoch. Raises ValueError, changing nothing, when the
+        state is malformed or was saved under another configuration.
         """
         if not isinstance(state, dict):
             raise ValueError(f"state must be a dict from state_dict(), not {type(state).__name__}")
@@ -235,7 +236,7 @@ class DistributedSampler(Sampler[int]):
                              f"[0, {limit}] for size = {size}, world_size = {world_size}")
         complete = self._core.remaining(consumed) == 0
         self._epoch = epoch
-        self._resume_at = 0 if complete else consumed
+        self._resume_at = consumed
         self._explicit = not complete
         # A complete epoch reads as a finished iteration, so state_dict() gives the state back.
         self._progress = _Progress(consumed) if complete else None
