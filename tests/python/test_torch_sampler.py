@@ -319,3 +319,44 @@ def test_feistel_order_matches_the_cli(cli):
     expected = cli("indices", "--order", "feistel", "--size", 1000, "--world-size", 3, "--rank",
                    2, "--seed", 11, "--epoch", 4).stdout.split()
     assert list(ours) == [int(x) for x in expected]
+
+
+# The GIL is released around bulk work: another Python thread runs meanwhile.
+
+def longest_pause_during(call):
+    """Runs call() in a thread while this thread keeps reading the clock; returns the call's
+    duration and the longest stretch this thread could not run inside it. Holding the GIL, the
+    call would stall this thread for about its whole duration."""
+    import threading
+    import time
+    window = []
+
+    def work():
+        window.append(time.perf_counter())
+        call()
+        window.append(time.perf_counter())
+
+    stamps = []
+    thread = threading.Thread(target=work)
+    thread.start()
+    while thread.is_alive():
+        stamps.append(time.perf_counter())
+    thread.join()
+    begin, end = window
+    inside = [begin] + [t for t in stamps if begin < t < end] + [end]
+    return end - begin, max(b - a for a, b in zip(inside, inside[1:]))
+
+
+def test_building_an_epoch_and_filling_a_window_release_the_gil():
+    # The probe catches a call that holds the GIL: sum over a range runs in C without releasing.
+    duration, pause = longest_pause_during(lambda: sum(range(2 * 10**7)))
+    assert pause > duration / 2, (duration, pause)
+    core = _core.DistributedSampler(2 * 10**7, 1, 0, 0, True, False, "torch",
+                                    _core.RandpermVariant.classic)
+    duration, pause = longest_pause_during(lambda: core.epoch(3))
+    assert pause < duration / 2, (duration, pause)
+    view = _core.DistributedSampler(10**9, 1, 0, 0, True, False, "feistel",
+                                    _core.RandpermVariant.classic).epoch(0)
+    out = np.empty(16 * 10**6, dtype=np.uint64)
+    duration, pause = longest_pause_during(lambda: view.fill(0, out))
+    assert pause < duration / 2, (duration, pause)
