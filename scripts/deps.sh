@@ -9,6 +9,11 @@ DISTSAMPLER_TEST_PACKAGES="python3 python3-torch python3-pytest python3-numpy"
 DISTSAMPLER_BENCH_PACKAGES="libbenchmark-dev libtorch-dev python3-torch python3-numpy time"
 # The MPI layer and its kill-and-resume tests; clang with libFuzzer for the state fuzz target.
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev"
+# The Python package (pybind11 extension against /usr/bin/python3) is part of the default build;
+# the torchrun examples also need matplotlib and the Fashion-MNIST data.
+DISTSAMPLER_BUILD_PACKAGES="$DISTSAMPLER_BUILD_PACKAGES python3-dev pybind11-dev python3-pybind11 python3-numpy"
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-matplotlib dataset-fashion-mnist"
+DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
 
 ensure_packages() {
   local missing=()

@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_TEST_PACKAGES
-build_project
+build_project -DDISTSAMPLER_BUILD_TESTS=ON  # demo.sh leaves it OFF in the cache
 cd build
 ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"

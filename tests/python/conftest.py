@@ -1,6 +1,7 @@
 """Shared fixtures: the built CLI and the golden files, located through the environment that
 ctest sets (DISTSAMPLER_BIN, DISTSAMPLER_GOLDEN_DIR) or the default build folder."""
 import os
+import sys
 import subprocess
 
 import pytest
@@ -21,3 +22,9 @@ def cli():
         return proc
 
     return run
+
+
+# The built Python package (build/python/distsampler/): ctest passes its folder; by hand the
+# default build folder is used.
+PYTHON_DIR = os.environ.get("DISTSAMPLER_PYTHON_DIR", os.path.join(ROOT, "build", "python"))
+sys.path.insert(0, PYTHON_DIR)

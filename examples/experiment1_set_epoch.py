@@ -1,0 +1,67 @@
+"""The seed's experiment 1: 16 items, batch size 2, 2 epochs, with and without set_epoch.
+
+Run under torchrun (gloo, CPU):
+    PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 \
+        examples/experiment1_set_epoch.py
+
+Every rank prints one line per batch: `exp1 VARIANT rank=R epoch=E batch=V,V` where V are the
+items' values (item i holds i + 1, as in the seed). Variants:
+  torch-forgot-set-epoch      PyTorch's sampler, set_epoch never called: epoch 1 repeats epoch 0
+  torch-set-epoch             PyTorch's sampler, set_epoch(e) each epoch
+  distsampler-forgot-set-epoch  ours, set_epoch never called: auto_epoch advances (one warning)
+  distsampler-auto-epoch-off  ours with auto_epoch=False: PyTorch's behaviour, repeat included
+"""
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler as TorchSampler
+
+from distsampler.torch import DistributedSampler
+
+SIZE, BATCH, EPOCHS = 16, 2, 2
+
+
+class Items(Dataset):
+    """Item i is a 5-vector of the value i + 1."""
+
+    def __len__(self):
+        return SIZE
+
+    def __getitem__(self, index):
+        return torch.full((5,), float(index + 1))
+
+
+def run(variant, sampler, call_set_epoch):
+    loader = DataLoader(Items(), batch_size=BATCH, sampler=sampler)
+    for epoch in range(EPOCHS):
+        if call_set_epoch:
+            sampler.set_epoch(epoch)
+        for batch in loader:
+            values = ",".join(str(int(v)) for v in batch[:, 0])
+            sys.stdout.write(f"exp1 {variant} rank={dist.get_rank()} epoch={epoch} "
+                             f"batch={values}\n")
+            sys.stdout.flush()
+    dist.barrier()
+
+
+def main():
+    dist.init_process_group("gloo")
+    dataset = Items()
+    run("torch-forgot-set-epoch", TorchSampler(dataset), call_set_epoch=False)
+    run("torch-set-epoch", TorchSampler(dataset), call_set_epoch=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run("distsampler-forgot-set-epoch", DistributedSampler(dataset), call_set_epoch=False)
+    if dist.get_rank() == 0:
+        for warning in caught:
+            print(f"exp1 warning: {warning.category.__name__}: {warning.message}", flush=True)
+    run("distsampler-auto-epoch-off", DistributedSampler(dataset, auto_epoch=False),
+        call_set_epoch=False)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""distsampler.torch.DistributedSampler against live torch.utils.data.DistributedSampler
+(Debian's python3-torch), plus auto_epoch and state_dict."""
+import json
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
+
+from distsampler import _core  # noqa: E402
+from distsampler.torch import STATE_VERSION, DistributedSampler  # noqa: E402
+
+
+def both(size, world_size, rank, seed=0, shuffle=True, drop_last=False, **ours):
+    args = dict(num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed,
+                drop_last=drop_last)
+    return DistributedSampler(range(size), **args, **ours), tud.DistributedSampler(range(size), **args)
+
+
+def random_config(rng):
+    size = rng.choice([rng.randrange(0, 100), rng.randrange(0, 20000),
+                       2 ** rng.randrange(1, 17) + rng.randrange(-3, 4)])
+    world_size = rng.randrange(1, 65)
+    seed = rng.choice([0, rng.randrange(-2**63, 0), rng.randrange(2**64 - 2**33),
+                       rng.randrange(2**32)])
+    return dict(size=max(size, 0), world_size=world_size, rank=rng.randrange(world_size),
+                seed=seed, shuffle=rng.random() < 0.85, drop_last=rng.random() < 0.5)
+
+
+@pytest.mark.parametrize("trial", range(80))
+def test_random_configurations_match_pytorch(trial):
+    rng = random.Random(7000 + trial)
+    config = random_config(rng)
+    ours, theirs = both(**config)
+    assert (len(ours), ours.num_samples, ours.total_size) == \
+        (len(theirs), theirs.num_samples, theirs.total_size), config
+    for epoch in [0, rng.randrange(1, 5), rng.randrange(2**31)]:
+        ours.set_epoch(epoch)
+        theirs.set_epoch(epoch)
+        assert list(ours) == list(theirs), (config, epoch)
+        assert ours.epoch == theirs.epoch == epoch
+
+
+def test_every_rank_of_64_replicas_and_more_than_one_chunk():
+    # 3 * 65536 + 5 items on one rank crosses the 65,536-index chunks; 64 ranks wrap around.
+    for size, world_size, ranks in [(3 * 65536 + 5, 1, [0]), (1000, 64, range(64)),
+                                    (10, 64, range(64))]:
+        for rank in ranks:
+            ours, theirs = both(size, world_size, rank, seed=3)
+            for epoch in (0, 1):
+                ours.set_epoch(epoch)
+                theirs.set_epoch(epoch)
+                assert list(ours) == list(theirs), (size, world_size, rank, epoch)
+
+
+def test_indices_are_python_ints():
+    assert all(type(i) is int for i in DistributedSampler(range(10), num_replicas=2, rank=1))
+
+
+def test_pytorch_attributes():
+    ours, theirs = both(10, 3, 2, seed=5, drop_last=True)
+    for name in ("num_replicas", "rank", "shuffle", "seed", "drop_last", "num_samples",
+                 "total_size", "epoch", "dataset"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    ours.epoch = 4  # assigning the attribute is set_epoch, as in PyTorch
+    theirs.epoch = 4
+    assert list(ours) == list(theirs)
+
+
+def raised(make):
+    try:
+        make()
+    except Exception as error:  # noqa: BLE001: any error PyTorch raises must be ours too
+        return type(error), str(error)
+    return None
+
+
+@pytest.mark.parametrize("world_size,rank", [(2, 2), (2, 5), (3, -1), (0, 0), (-2, 0), (1, -7)])
+def test_bad_rank_is_pytorchs_value_error(world_size, rank):
+    ours = raised(lambda: DistributedSampler(range(10), num_replicas=world_size, rank=rank))
+    theirs = raised(lambda: tud.DistributedSampler(range(10), num_replicas=world_size, rank=rank))
+    assert theirs is not None and theirs[0] is ValueError
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_replicas": 2}, {"rank": 0}])
+def test_without_a_process_group_both_raise_runtime_error(kwargs):
+    assert not torch.distributed.is_initialized()
+    ours = raised(lambda: DistributedSampler(range(10), **kwargs))
+    theirs = raised(lambda: tud.DistributedSampler(range(10), **kwargs))
+    assert theirs is not None and theirs[0] is RuntimeError
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("seed,epoch", [(2**64 - 1, 1), (2**64 - 10, 10), (-2**63, -1)])
+def test_seed_plus_epoch_overflow_is_a_runtime_error_when_iterating(seed, epoch):
+    theirs = tud.DistributedSampler(range(5), num_replicas=2, rank=0, seed=seed)
+    theirs.set_epoch(epoch)
+    with pytest.raises(RuntimeError):
+        list(theirs)
+    if epoch < 0:  # ours takes epochs in [0, 2^64 - 1] only: rejected when set, by name
+        with pytest.raises(ValueError, match="epoch = -1"):
+            DistributedSampler(range(5), num_replicas=2, rank=0, seed=seed).set_epoch(epoch)
+        return
+    ours = DistributedSampler(range(5), num_replicas=2, rank=0, seed=seed)
+    ours.set_epoch(epoch)
+    with pytest.raises(RuntimeError, match="seed"):
+        iter(ours)
+    assert ours.epoch == epoch and ours.state_dict()["consumed"] == 0
+
+
+@pytest.mark.parametrize("seed", [2**64, -2**63 - 1, 10**30])
+def test_seed_outside_pytorchs_range_is_rejected_when_constructed(seed):
+    with pytest.raises(ValueError, match="seed"):
+        DistributedSampler(range(5), num_replicas=2, rank=0, seed=seed)
+
+
+def test_extreme_seeds_match_pytorch():
+    for seed in (2**64 - 1, -2**63, 2**63, -1):
+        ours, theirs = both(50, 3, 1, seed=seed)
+        assert list(ours) == list(theirs), seed
+
+
+def test_bad_order_and_randperm_name_the_parameter():
+    with pytest.raises(ValueError, match="order"):
+        DistributedSampler(range(5), num_replicas=1, rank=0, order="random")
+    with pytest.raises(ValueError, match="randperm"):
+        DistributedSampler(range(5), num_replicas=1, rank=0, randperm="newest")
+
+
+def test_fill_never_copies_into_another_dtype():
+    view = _core.DistributedSampler(10, 1, 0, 0, True, False, "torch",
+                                    _core.RandpermVariant.classic).epoch(0)
+    with pytest.raises(TypeError):
+        view.fill(0, np.zeros(10, dtype=np.int64))
+    with pytest.raises(IndexError):
+        view.fill(5, np.zeros(6, dtype=np.uint64))
+
+
+# auto_epoch: the set_epoch pitfall.
+
+def test_auto_epoch_false_repeats_the_order_as_pytorch_does():
+    ours, theirs = both(100, 4, 1, seed=9, auto_epoch=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        passes = [list(ours) for _ in range(3)]
+    assert passes == [list(theirs)] * 3
+    assert ours.epoch == 0
+
+
+def test_iterating_twice_without_set_epoch_gives_two_orders_and_one_warning():
+    ours = DistributedSampler(range(100), num_replicas=4, rank=1, seed=9)
+    theirs = tud.DistributedSampler(range(100), num_replicas=4, rank=1, seed=9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        passes = [list(ours) for _ in range(3)]
+    assert len(caught) == 1
+    assert caught[0].category is UserWarning and "set_epoch" in str(caught[0].message)
+    assert len(set(map(tuple, passes))) == 3
+    for epoch, indices in enumerate(passes):
+        theirs.set_epoch(epoch)
+        assert indices == list(theirs)
+    assert ours.epoch == 2
+
+
+def test_set_epoch_always_wins_and_never_warns():
+    ours, theirs = both(64, 2, 0, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for epoch in (0, 0, 5, 3, 3):
+            ours.set_epoch(epoch)
+            theirs.set_epoch(epoch)
+            assert list(ours) == list(theirs)
+    ours.set_epoch(7)
+    list(ours)
+    with pytest.warns(UserWarning, match="set_epoch"):
+        list(ours)
+    assert ours.epoch == 8
+
+
+def test_every_rank_advances_alike():
+    ranks = [DistributedSampler(range(30), num_replicas=4, rank=r, seed=2) for r in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for sampler in ranks:
+            list(sampler)
+        second = [list(sampler) for sampler in ranks]
+    for rank, indices in enumerate(second):
+        theirs = tud.DistributedSampler(range(30), num_replicas=4, rank=rank, seed=2)
+        theirs.set_epoch(1)
+        assert indices == list(theirs)
+
+
+# state_dict / load_state_dict.
+
+def take(iterator, k):
+    return [next(iterator) for _ in range(k)]
+
+
+@pytest.mark.parametrize("trial", range(30))
+def test_resuming_mid_epoch_yields_exactly_the_remaining_indices(trial):
+    rng = random.Random(9000 + trial)
+    config = random_config(rng)
+    order = rng.choice(["torch", "feistel"])
+    size, world_size = config.pop("size"), config.pop("world_size")
+    config.pop("rank")
+    epoch = rng.randrange(4)
+    ranks = [DistributedSampler(range(size), world_size, r, order=order, **config)
+             for r in range(world_size)]
+    full = []
+    for sampler in ranks:
+        sampler.set_epoch(epoch)
+        full.append(list(sampler))
+    k = rng.randrange(len(ranks[0]) + 1)
+    iterators = []
+    for sampler in ranks:
+        sampler.set_epoch(epoch)
+        iterators.append(iter(sampler))
+        take(iterators[-1], k)
+    states = [sampler.state_dict() for sampler in ranks]
+    assert all(state == states[0] for state in states)  # rank-independent: one file for all
+    state = json.loads(json.dumps(states[0]))  # plain data
+    assert state["consumed"] == k * world_size and state["epoch"] == epoch
+    for rank in range(world_size):
+        fresh = DistributedSampler(range(size), world_size, rank, order=order, **config)
+        fresh.load_state_dict(state)
+        fresh.set_epoch(epoch)  # a resuming loop sets the state's epoch: the position is kept
+        assert fresh.state_dict() == state
+        assert list(fresh) == full[rank][k:], (size, world_size, rank, k)
+        assert fresh.state_dict()["consumed"] == fresh.total_size  # the whole epoch, padding too
+
+
+def test_resume_twice_and_then_the_next_epoch():
+    ours, theirs = both(101, 3, 2, seed=4)
+    full = list(theirs)
+    it = iter(ours)
+    first = take(it, 10)
+    second_sampler = DistributedSampler(range(101), 3, 2, seed=4)
+    second_sampler.load_state_dict(ours.state_dict())
+    it = iter(second_sampler)
+    middle = take(it, 7)
+    third = DistributedSampler(range(101), 3, 2, seed=4)
+    third.load_state_dict(second_sampler.state_dict())
+    assert first + middle + list(third) == full
+    # The resumed epoch is over: the next pass advances (auto_epoch) to epoch 1 from the start.
+    theirs.set_epoch(1)
+    with pytest.warns(UserWarning):
+        assert list(third) == list(theirs)
+
+
+def test_a_complete_epoch_resumes_with_nothing_left_then_moves_on():
+    theirs = [tud.DistributedSampler(range(20), 3, 0) for _ in range(2)]
+    theirs[1].set_epoch(1)
+    for auto_epoch in (True, False):
+        ours = DistributedSampler(range(20), 3, 0, auto_epoch=auto_epoch)
+        list(ours)
+        state = ours.state_dict()
+        assert state["consumed"] == ours.total_size
+        fresh = DistributedSampler(range(20), 3, 0, auto_epoch=auto_epoch)
+        fresh.load_state_dict(state)
+        assert fresh.state_dict() == state
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if auto_epoch:  # as after a finished pass: the next one is epoch 1
+                assert list(fresh) == list(theirs[1])
+            else:  # the rest of epoch 0 (nothing), then PyTorch's repeat of epoch 0
+                assert list(fresh) == []
+                assert list(fresh) == list(theirs[0])
+        # A loop that sets the state's epoch gets that epoch's remainder: nothing.
+        again = DistributedSampler(range(20), 3, 0, auto_epoch=auto_epoch)
+        again.load_state_dict(state)
+        again.set_epoch(0)
+        assert list(again) == []
+
+
+def test_state_fields():
+    sampler = DistributedSampler(range(10), 2, 1, seed=-5, drop_last=True, order="feistel")
+    state = sampler.state_dict()
+    assert state == {"version": STATE_VERSION, "epoch": 0, "consumed": 0, "size": 10,
+                     "world_size": 2, "seed": -5, "shuffle": True, "drop_last": True,
+                     "order": "feistel", "randperm": "classic"}
+
+
+def bad_states():
+    good = DistributedSampler(range(10), 2, 0, seed=3).state_dict()
+    edits = {"version": [2, 0, "1", None], "epoch": [-1, 2**64, 1.0, "3"],
+             "consumed": [-1, 12, True, 3.5], "size": [11], "world_size": [3],
+             "seed": [4, 3.0], "shuffle": [False, 1], "drop_last": [True],
+             "order": ["feistel"], "randperm": ["current"]}
+    for key, values in edits.items():
+        for value in values:
+            yield key, {**good, key: value}
+        yield key, {k: v for k, v in good.items() if k != key}
+    yield "state", [1, 2]
+
+
+@pytest.mark.parametrize("key,state", list(bad_states()))
+def test_a_bad_state_is_rejected_and_changes_nothing(key, state):
+    sampler = DistributedSampler(range(10), 2, 0, seed=3)
+    sampler.set_epoch(2)
+    it = iter(sampler)
+    take(it, 2)
+    before = sampler.state_dict()
+    with pytest.raises(ValueError, match=key):
+        sampler.load_state_dict(state)
+    assert sampler.state_dict() == before
+    rest = DistributedSampler(range(10), 2, 0, seed=3)
+    rest.load_state_dict(before)
+    rest.set_epoch(2)
+    assert before["consumed"] == 4 and len(list(rest)) == len(sampler) - 2
+
+
+def test_feistel_order_matches_the_cli(cli):
+    ours = DistributedSampler(range(1000), num_replicas=3, rank=2, seed=11, order="feistel")
+    ours.set_epoch(4)
+    expected = cli("indices", "--order", "feistel", "--size", 1000, "--world-size", 3, "--rank",
+                   2, "--seed", 11, "--epoch", 4).stdout.split()
+    assert list(ours) == [int(x) for x in expected]
+
+
+# The GIL is released around bulk work: another Python thread runs meanwhile.
+
+def longest_pause_during(call):
+    """Runs call() in a thread while this thread keeps reading the clock; returns the call's
+    duration and the longest stretch this thread could not run inside it. Holding the GIL, the
+    call would stall this thread for about its whole duration."""
+    import threading
+    import time
+    window = []
+
+    def work():
+        window.append(time.perf_counter())
+        call()
+        window.append(time.perf_counter())
+
+    stamps = []
+    thread = threading.Thread(target=work)
+    thread.start()
+    while thread.is_alive():
+        stamps.append(time.perf_counter())
+    thread.join()
+    begin, end = window
+    inside = [begin] + [t for t in stamps if begin < t < end] + [end]
+    return end - begin, max(b - a for a, b in zip(inside, inside[1:]))
+
+
+def test_building_an_epoch_and_filling_a_window_release_the_gil():
+    # The probe catches a call that holds the GIL: sum over a range runs in C without releasing.
+    duration, pause = longest_pause_during(lambda: sum(range(2 * 10**7)))
+    assert pause > duration / 2, (duration, pause)
+    core = _core.DistributedSampler(2 * 10**7, 1, 0, 0, True, False, "torch",
+                                    _core.RandpermVariant.classic)
+    duration, pause = longest_pause_during(lambda: core.epoch(3))
+    assert pause < duration / 2, (duration, pause)
+    view = _core.DistributedSampler(10**9, 1, 0, 0, True, False, "feistel",
+                                    _core.RandpermVariant.classic).epoch(0)
+    out = np.empty(16 * 10**6, dtype=np.uint64)
+    duration, pause = longest_pause_during(lambda: view.fill(0, out))
+    assert pause < duration / 2, (duration, pause)

@@ -1,0 +1,121 @@
+"""The examples under the real launcher (torchrun, gloo, CPU) with 2 and 4 processes: what each
+rank printed is checked against the samplers' own indices. Run by ctest (`torchrun_examples`);
+DISTSAMPLER_PYTHON_DIR names the built package folder."""
+import collections
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON_DIR = os.environ.get("DISTSAMPLER_PYTHON_DIR", os.path.join(ROOT, "build", "python"))
+sys.path.insert(0, PYTHON_DIR)
+
+torch = pytest.importorskip("torch")
+import torch.utils.data as tud  # noqa: E402
+
+from distsampler.torch import DistributedSampler  # noqa: E402
+
+
+def torchrun(nproc, script, *args):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as logs:
+        # localhost:0: the rendezvous takes a free port, so parallel runs never collide.
+        # --redirects/--tee 2: Debian's torchrun crashes with the default 0 (see run_demos.sh).
+        proc = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+             f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
+             "--redirects", "2", "--tee", "2", "--log_dir", logs,
+             os.path.join(ROOT, "examples", script), *args],
+            env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+LINE = re.compile(r"^(exp\d) (\S+) rank=(\d+) epoch=(\d+) (batch|samples)=(\S+)$")
+
+
+def parse(stdout):
+    """{(variant, rank, epoch): [batch of indices, ...]} and {(variant, rank, epoch): samples}."""
+    batches, samples = collections.defaultdict(list), {}
+    for line in stdout.splitlines():
+        match = LINE.match(line)
+        if not match:
+            continue
+        _, variant, rank, epoch, kind, value = match.groups()
+        key = (variant, int(rank), int(epoch))
+        if kind == "batch":
+            batches[key].append([int(v) - 1 for v in value.split(",")])  # item i holds i + 1
+        else:
+            samples[key] = int(value)
+    return batches, samples
+
+
+def indices(cls, size, world_size, rank, epoch):
+    sampler = cls(range(size), num_replicas=world_size, rank=rank)
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+def batched(xs, size):
+    return [xs[i:i + size] for i in range(0, len(xs), size)]
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_experiment1_set_epoch(nproc):
+    stdout = torchrun(nproc, "experiment1_set_epoch.py")
+    batches, _ = parse(stdout)
+    expected_variants = {"torch-forgot-set-epoch": (0, 0), "torch-set-epoch": (0, 1),
+                         "distsampler-forgot-set-epoch": (0, 1),
+                         "distsampler-auto-epoch-off": (0, 0)}
+    assert {key[0] for key in batches} == set(expected_variants)
+    for variant, epochs in expected_variants.items():
+        for rank in range(nproc):
+            for epoch, effective in enumerate(epochs):
+                ours = indices(DistributedSampler, 16, nproc, rank, effective)
+                assert ours == indices(tud.DistributedSampler, 16, nproc, rank, effective)
+                assert batches[(variant, rank, epoch)] == batched(ours, 2), (variant, rank, epoch)
+        for epoch in (0, 1):  # the ranks together read every item once
+            read = sorted(i for r in range(nproc) for b in batches[(variant, r, epoch)] for i in b)
+            assert read == list(range(16))
+    # Forgetting set_epoch: PyTorch repeats epoch 0, distsampler advances.
+    assert batches[("torch-forgot-set-epoch", 0, 1)] == batches[("torch-forgot-set-epoch", 0, 0)]
+    assert batches[("distsampler-forgot-set-epoch", 0, 1)] != \
+        batches[("distsampler-forgot-set-epoch", 0, 0)]
+    warnings = [line for line in stdout.splitlines() if line.startswith("exp1 warning:")]
+    assert len(warnings) == 1 and "UserWarning" in warnings[0] and "set_epoch" in warnings[0]
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_experiment2_ddp_sharding(nproc):
+    batches, samples = parse(torchrun(nproc, "experiment2_ddp_sharding.py"))
+    for rank in range(nproc):
+        for epoch in (0, 1):
+            ours = indices(DistributedSampler, 8, nproc, rank, epoch)
+            assert batches[("distsampler", rank, epoch)] == batched(ours, 4)
+            assert samples[("distsampler", rank, epoch)] == 8 // nproc
+            # Without a distributed sampler every rank reads the whole dataset.
+            read = [i for b in batches[("shuffle", rank, epoch)] for i in b]
+            assert sorted(read) == list(range(8))
+            assert samples[("shuffle", rank, epoch)] == 8
+
+
+def test_fashion_mnist_ddp_small():
+    with tempfile.TemporaryDirectory() as out:
+        stdout = torchrun(2, "fashion_mnist_ddp.py", "--out", out, "--train-size", "1200",
+                          "--epochs", "3", "--batch-size", "50")
+        with open(os.path.join(out, "fashion_mnist_loss.csv")) as f:
+            rows = list(csv.DictReader(f))
+        assert os.path.getsize(os.path.join(out, "fashion_mnist_loss.png")) > 10000
+    steps = collections.Counter(row["variant"] for row in rows)
+    # 1200 items, 2 ranks, batch 50: 12 steps an epoch with a distributed sampler, 24 without.
+    assert steps == {"advancing": 36, "not-advancing": 36, "no-sampler": 72}
+    last = {row["variant"]: int(row["samples"]) for row in rows}
+    assert last == {"advancing": 3600, "not-advancing": 3600, "no-sampler": 7200}
+    accuracy = {m.group(1): float(m.group(2)) for m in
+                re.finditer(r"fashion-mnist (\S+): .*test_accuracy=([\d.]+)", stdout)}
+    assert set(accuracy) == set(steps) and all(0.3 < a <= 1 for a in accuracy.values()), stdout
