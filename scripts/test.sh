@@ -8,3 +8,7 @@ ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_TEST_PACKAGES
 build_project
 cd build
 ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"
+
+# The loader layer again, under AddressSanitizer+UBSan and ThreadSanitizer (separate builds).
+cd ..
+bash scripts/sanitize.sh
