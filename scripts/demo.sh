@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-ensure_packages $DISTSAMPLER_BUILD_PACKAGES
+ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_LOADER_PACKAGES
 build_project -DDISTSAMPLER_BUILD_TESTS=OFF
 build/bin/distsampler demo
+
+# Step: data-parallel training on Fashion-MNIST under MPI, the three sampler variants, and the
+# loss chart (scripts/train.sh; prints where the chart is).
+bash scripts/train.sh
