@@ -60,6 +60,17 @@ void Dataset::check_index(uint64_t i) const {
   }
 }
 
+void Dataset::copy_row(const unsigned char* rows, uint64_t row_bytes, uint64_t i, void* out) const {
+  check_index(i);
+  std::memcpy(out, rows + i * row_bytes, row_bytes);
+}
+
+int64_t Dataset::label_at(const std::vector<int64_t>& labels, uint64_t i) const {
+  check_index(i);
+  if (labels.empty()) throw std::logic_error("label(): this dataset has no labels");
+  return labels[i];
+}
+
 InMemoryDataset::InMemoryDataset(SampleSpec spec, std::vector<unsigned char> data,
                                  std::vector<int64_t> labels)
     : spec_(std::move(spec)),
@@ -85,14 +96,9 @@ InMemoryDataset::InMemoryDataset(SampleSpec spec, std::vector<unsigned char> dat
 }
 
 void InMemoryDataset::read(uint64_t i, void* out) const {
-  check_index(i);
-  std::memcpy(out, data_.data() + i * sample_bytes_, sample_bytes_);
+  copy_row(data_.data(), sample_bytes_, i, out);
 }
 
-int64_t InMemoryDataset::label(uint64_t i) const {
-  check_index(i);
-  if (labels_.empty()) throw std::logic_error("label(): this dataset has no labels");
-  return labels_[i];
-}
+int64_t InMemoryDataset::label(uint64_t i) const { return label_at(labels_, i); }
 
 }  // namespace distsampler

@@ -312,14 +312,9 @@ NpyDataset::NpyDataset(const std::string& path, const std::string& labels_path)
 }
 
 void NpyDataset::read(uint64_t i, void* out) const {
-  check_index(i);
-  std::memcpy(out, array_.data() + i * sample_bytes_, sample_bytes_);
+  copy_row(array_.data(), sample_bytes_, i, out);
 }
 
-int64_t NpyDataset::label(uint64_t i) const {
-  check_index(i);
-  if (labels_.empty()) throw std::logic_error("label(): this dataset has no labels");
-  return labels_[i];
-}
+int64_t NpyDataset::label(uint64_t i) const { return label_at(labels_, i); }
 
 }  // namespace distsampler

@@ -13,6 +13,7 @@
 namespace distsampler {
 namespace {
 
+using testing_util::expect_format_error;
 using testing_util::TempDir;
 using Bytes = std::vector<unsigned char>;
 
@@ -24,22 +25,6 @@ Bytes idx_bytes(unsigned char type, const std::vector<uint32_t>& dims, const Byt
   }
   b.insert(b.end(), payload.begin(), payload.end());
   return b;
-}
-
-// Runs f, expects a FormatError naming `path` and `offset` whose message contains `text`.
-template <class F>
-void expect_format_error(F f, const std::string& path, uint64_t offset, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no FormatError for " << path;
-  } catch (const FormatError& e) {
-    EXPECT_EQ(e.file(), path);
-    EXPECT_EQ(e.offset(), offset) << e.what();
-    const std::string what = e.what();
-    EXPECT_NE(what.find(path), std::string::npos) << what;
-    EXPECT_NE(what.find("offset " + std::to_string(offset)), std::string::npos) << what;
-    EXPECT_NE(what.find(text), std::string::npos) << what;
-  }
 }
 
 TEST(Idx, ReadsRawAndGzipAlike) {

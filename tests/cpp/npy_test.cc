@@ -12,6 +12,7 @@
 namespace distsampler {
 namespace {
 
+using testing_util::expect_format_error;
 using testing_util::TempDir;
 using Bytes = std::vector<unsigned char>;
 
@@ -28,19 +29,6 @@ Bytes npy_bytes(const std::string& dict, const Bytes& data, unsigned major = 1) 
   b.insert(b.end(), header.begin(), header.end());
   b.insert(b.end(), data.begin(), data.end());
   return b;
-}
-
-template <class F>
-void expect_format_error(F f, const std::string& path, uint64_t offset, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no FormatError for " << path;
-  } catch (const FormatError& e) {
-    EXPECT_EQ(e.file(), path);
-    EXPECT_EQ(e.offset(), offset) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-  }
 }
 
 Bytes floats(std::vector<float> v) {

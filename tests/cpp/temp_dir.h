@@ -1,4 +1,5 @@
-// temp_dir.h: a per-test scratch directory for writing small (possibly corrupt) files.
+// temp_dir.h: a per-test scratch directory for small (possibly corrupt) files, and the check
+// that reading one fails with a FormatError naming the file and the offset.
 #ifndef DISTSAMPLER_TESTS_CPP_TEMP_DIR_H_
 #define DISTSAMPLER_TESTS_CPP_TEMP_DIR_H_
 
@@ -10,6 +11,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "distsampler/loader/dataset.h"
 
 namespace distsampler {
 namespace testing_util {
@@ -53,6 +56,23 @@ class TempDir {
 inline std::vector<unsigned char> read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs f; expects a FormatError naming `path` and `offset` (in its fields and its message) whose
+// message contains `text`.
+template <class F>
+void expect_format_error(F f, const std::string& path, uint64_t offset, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no FormatError for " << path;
+  } catch (const FormatError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_EQ(e.offset(), offset) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_NE(what.find("offset " + std::to_string(offset)), std::string::npos) << what;
+    EXPECT_NE(what.find(text), std::string::npos) << what;
+  }
 }
 
 }  // namespace testing_util

@@ -56,6 +56,10 @@ class Dataset {
  protected:
   // Throws std::out_of_range naming the index and size() when i >= size().
   void check_index(uint64_t i) const;
+  // For datasets whose samples are rows of one buffer: checks i and copies row i.
+  void copy_row(const unsigned char* rows, uint64_t row_bytes, uint64_t i, void* out) const;
+  // For datasets with a label vector (empty when unlabelled): checks i and returns labels[i].
+  int64_t label_at(const std::vector<int64_t>& labels, uint64_t i) const;
 };
 
 // Samples held in one contiguous buffer: sample i is bytes [i * spec.bytes(), (i + 1) * ...).
