@@ -44,7 +44,9 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     run_dir, np_, out = sys.argv[1], sys.argv[2], sys.argv[3]
-    fig, (ax_steps, ax_replay) = plt.subplots(1, 2, figsize=(14, 5.5))
+    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
+    (ax_steps, ax_replay), overlay_axes = axes
+    overlays = dict(zip(["no-set-epoch", "correct"], overlay_axes))
     for variant, label, color in VARIANTS:
         stem = f"{run_dir}/{variant}_np{np_}"
         epochs, losses = read_losses(stem + ".csv")
@@ -61,6 +63,17 @@ def main():
         corr = float(s["epoch_loss_correlation"])
         ax_replay.scatter(prev[:n], cur[:n], s=4, color=color, alpha=0.5,
                           label=f"{label}: r = {corr:.2f}")
+        if variant in overlays:
+            ax = overlays[variant]
+            shown = min(n, 120)
+            ax.plot(range(shown), prev[:shown], color=color, linewidth=1.2,
+                    label=f"epoch {last - 1}")
+            ax.plot(range(shown), cur[:shown], color="black", linewidth=0.9, linestyle="--",
+                    label=f"epoch {last}")
+            ax.set_title(f"{label}\nraw loss, the first {shown} steps of the last two epochs")
+            ax.set_xlabel("step within the epoch")
+            ax.set_ylabel("training loss")
+            ax.legend(fontsize=8)
     ax_steps.set_title(f"Loss per step, mpirun -np {np_} (faint: raw, bold: 25-step mean)")
     ax_steps.set_xlabel("step")
     ax_steps.set_ylabel("training loss (mean over ranks)")

@@ -76,6 +76,13 @@ void DataLoader::fill(uint64_t number, Batch& batch) const {
   batch.data.resize(count * bytes);
   const bool labelled = dataset_->has_labels();
   batch.labels.resize(labelled ? count : 0);
+  std::exception_ptr batch_error;
+  try {
+    dataset_->read_batch(batch.indices.data(), count, batch.data.data(), batch.labels.data());
+    return;
+  } catch (...) {
+    batch_error = std::current_exception();  // find the failing sample one read at a time
+  }
   for (uint64_t j = 0; j < count; ++j) {
     const uint64_t index = batch.indices[j];
     try {
@@ -89,6 +96,11 @@ void DataLoader::fill(uint64_t number, Batch& batch) const {
                                 std::to_string(number) + ") failed: " + what_of(cause));
     }
   }
+  // read_batch failed although every sample reads alone: report it for the batch's first sample.
+  throw SampleReadError(
+      batch.indices[0], first, batch_error,
+      "DataLoader: reading batch " + std::to_string(number) +
+          " failed, although each of its samples reads alone: " + what_of(batch_error));
 }
 
 void DataLoader::work() {

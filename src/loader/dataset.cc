@@ -71,6 +71,16 @@ int64_t Dataset::label_at(const std::vector<int64_t>& labels, uint64_t i) const 
   return labels[i];
 }
 
+void Dataset::read_batch(const uint64_t* indices, uint64_t count, void* out,
+                         int64_t* labels) const {
+  const uint64_t bytes = spec().bytes();
+  const bool labelled = has_labels();
+  for (uint64_t j = 0; j < count; ++j) {
+    read(indices[j], static_cast<unsigned char*>(out) + j * bytes);
+    if (labelled) labels[j] = label(indices[j]);
+  }
+}
+
 InMemoryDataset::InMemoryDataset(SampleSpec spec, std::vector<unsigned char> data,
                                  std::vector<int64_t> labels)
     : spec_(std::move(spec)),
@@ -100,5 +110,23 @@ void InMemoryDataset::read(uint64_t i, void* out) const {
 }
 
 int64_t InMemoryDataset::label(uint64_t i) const { return label_at(labels_, i); }
+
+void InMemoryDataset::read_batch(const uint64_t* indices, uint64_t count, void* out,
+                                 int64_t* labels) const {
+  for (uint64_t j = 0; j < count; ++j) check_index(indices[j]);
+  // Random rows of a large buffer miss the cache; fetching a few rows ahead hides that latency.
+  constexpr uint64_t kAhead = 4;
+  auto* dst = static_cast<unsigned char*>(out);
+  for (uint64_t j = 0; j < count; ++j) {
+    if (j + kAhead < count) {
+      const unsigned char* next = data_.data() + indices[j + kAhead] * sample_bytes_;
+      for (uint64_t b = 0; b < sample_bytes_; b += 64) __builtin_prefetch(next + b);
+    }
+    std::memcpy(dst + j * sample_bytes_, data_.data() + indices[j] * sample_bytes_, sample_bytes_);
+  }
+  if (!labels_.empty()) {
+    for (uint64_t j = 0; j < count; ++j) labels[j] = labels_[indices[j]];
+  }
+}
 
 }  // namespace distsampler

@@ -22,6 +22,26 @@ TEST(InMemoryDataset, ReadsSamplesAndLabels) {
   EXPECT_EQ(ds.label(4), 14);
 }
 
+TEST(InMemoryDataset, ReadBatchEqualsReadingEachSample) {
+  const uint64_t n = 300, bytes = 100;
+  std::vector<unsigned char> data(n * bytes);
+  std::vector<int64_t> labels(n);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 31 + i / 97);
+  for (uint64_t i = 0; i < n; ++i) labels[i] = static_cast<int64_t>(i * 3);
+  const InMemoryDataset ds(SampleSpec{{bytes}, DType::kUInt8}, data, labels);
+  const std::vector<uint64_t> indices = {299, 0, 17, 17, 150, 3, 298, 1, 42};
+  std::vector<unsigned char> got(indices.size() * bytes), want(got.size());
+  std::vector<int64_t> got_labels(indices.size());
+  ds.read_batch(indices.data(), indices.size(), got.data(), got_labels.data());
+  for (size_t j = 0; j < indices.size(); ++j) {
+    ds.read(indices[j], want.data() + j * bytes);
+    EXPECT_EQ(got_labels[j], ds.label(indices[j]));
+  }
+  EXPECT_EQ(got, want);
+  const std::vector<uint64_t> bad = {1, 300};
+  EXPECT_THROW(ds.read_batch(bad.data(), 2, got.data(), got_labels.data()), std::out_of_range);
+}
+
 TEST(InMemoryDataset, WiderTypes) {
   std::vector<unsigned char> data(3 * 2 * sizeof(float));
   const InMemoryDataset ds(SampleSpec{{2}, DType::kFloat32}, data);

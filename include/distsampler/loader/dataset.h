@@ -52,6 +52,11 @@ class Dataset {
   virtual void read(uint64_t i, void* out) const = 0;
   // Sample i's label. Throws std::out_of_range when i >= size(), std::logic_error without labels.
   virtual int64_t label(uint64_t i) const = 0;
+  // Samples indices[0, count) to out (count * spec().bytes() bytes) and, when has_labels(), their
+  // labels to labels[0, count). The default calls read() and label() for each; a dataset may
+  // override it to read faster, with the same results and errors.
+  virtual void read_batch(const uint64_t* indices, uint64_t count, void* out,
+                          int64_t* labels) const;
 
  protected:
   // Throws std::out_of_range naming the index and size() when i >= size().
@@ -75,6 +80,9 @@ class InMemoryDataset : public Dataset {
   bool has_labels() const override { return !labels_.empty(); }
   void read(uint64_t i, void* out) const override;
   int64_t label(uint64_t i) const override;
+  // Checks every index, then copies with the next samples' memory prefetched.
+  void read_batch(const uint64_t* indices, uint64_t count, void* out,
+                  int64_t* labels) const override;
 
   const std::vector<unsigned char>& data() const { return data_; }
   const std::vector<int64_t>& labels() const { return labels_; }
