@@ -87,7 +87,7 @@ def main():
     ax_replay.plot([lo, hi], [lo, hi], color="gray", linewidth=0.8)
     ax_replay.legend(fontsize=8, markerscale=3)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=90)
     print(f"wrote {out}")
 
 
