@@ -1,141 +1,295 @@
-// A synchronous data-parallel "training" loop under MPI that checkpoints and resumes on any
-// number of ranks: the pattern to copy, and the program the kill-and-resume tests run.
-//
-//   mpirun -np 4 mpi_train --size 1001 --checkpoint ckpt --log-dir logs --run 0
-//   (killed)  mpirun -np 3 mpi_train --size 1001 --checkpoint ckpt --log-dir logs --run 1
-//
-// Every step each rank takes a batch from its view, then all ranks meet in an all-reduce (the
-// gradient exchange). Every --checkpoint-every steps rank 0 saves the sampler state (epoch,
-// global positions consumed) atomically; a restarted job, with any number of ranks, resumes
-// from it. Each rank appends what it consumed to <log-dir>/run<R>.rank<r>.log as lines
-// "epoch consumed_after_step world_size index"; rank 0 writes <log-dir>/run<R>.start with the
-// state it started from. --kill-rank/--kill-step make that rank SIGKILL itself before that step
-// (counted from this run's start), as a crash would.
-#include <signal.h>
+// mpi_train: data-parallel softmax regression on Fashion-MNIST, gradients averaged with
+// MPI_Allreduce, data read through distsampler's sampler and DataLoader. Reproduces the three
+// experiments of the classic DistributedSampler story:
+//   --variant correct       each rank reads its 1/W share, a new order every epoch
+//   --variant no-set-epoch  each rank reads its share, but always epoch 0's order (the forgotten
+//                           sampler.set_epoch(e)): every epoch replays the same batches
+//   --variant no-sampler    no distributed sampler: every rank shuffles and reads the whole
+//                           dataset by itself, so an epoch costs W times the steps
+// Run:  mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/mpi_train --variant correct
+// Rank 0 writes OUT_DIR/<variant>_np<W>.csv (step, epoch, loss) and ..._summary.csv.
+#include <mpi.h>
 
+#include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
-#include <iostream>
-#include <iterator>
-#include <map>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "distsampler/dist/mpi.h"
-#include "distsampler/distsampler.h"
+#include "distsampler/dist/env.h"
+#include "distsampler/loader/data_loader.h"
+#include "distsampler/loader/idx.h"
+#include "distsampler/sampler.h"
 
 namespace {
 
-using distsampler::DistributedSampler;
-using distsampler::RankView;
-using distsampler::SamplerOptions;
-using distsampler::SamplerState;
+using distsampler::Batch;
+using distsampler::DataLoader;
+using distsampler::InMemoryDataset;
 
-std::map<std::string, std::string> parse_flags(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
+constexpr int kClasses = 10;
+constexpr int kPixels = 28 * 28;
+constexpr int kParams = kClasses * kPixels + kClasses;  // weights, then biases
+
+struct Flags {
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string variant = "correct";
+  std::string out_dir = ".";
+  std::string order = "torch";
+  uint64_t epochs = 3;
+  uint64_t batch_size = 64;  // per rank
+  uint64_t train_size = 0;   // 0: all 60000
+  uint64_t seed = 0;
+  unsigned threads = 1;
+  double lr = 0.1;
+  double min_accuracy = 0;  // exit 1 below it
+};
+
+[[noreturn]] void usage_error(const std::string& message) { throw std::invalid_argument(message); }
+
+Flags parse(int argc, char** argv) {
+  Flags f;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--drop-last" || a == "--no-shuffle") {
-      flags[a] = "1";
-    } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
-      flags[a] = argv[++i];
-    } else {
-      throw std::invalid_argument("unexpected argument '" + a + "'");
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage_error(a + " needs a value");
+    const std::string v = argv[++i];
+    if (a == "--data")
+      f.data = v;
+    else if (a == "--variant")
+      f.variant = v;
+    else if (a == "--out-dir")
+      f.out_dir = v;
+    else if (a == "--order")
+      f.order = v;
+    else if (a == "--epochs")
+      f.epochs = std::stoull(v);
+    else if (a == "--batch-size")
+      f.batch_size = std::stoull(v);
+    else if (a == "--train-size")
+      f.train_size = std::stoull(v);
+    else if (a == "--seed")
+      f.seed = std::stoull(v);
+    else if (a == "--threads")
+      f.threads = static_cast<unsigned>(std::stoul(v));
+    else if (a == "--lr")
+      f.lr = std::stod(v);
+    else if (a == "--min-accuracy")
+      f.min_accuracy = std::stod(v);
+    else
+      usage_error("unknown flag " + a);
+  }
+  if (f.variant != "correct" && f.variant != "no-set-epoch" && f.variant != "no-sampler") {
+    usage_error("--variant " + f.variant + "; allowed: correct, no-set-epoch, no-sampler");
+  }
+  if (f.batch_size == 0 || f.epochs == 0) usage_error("--batch-size and --epochs must be >= 1");
+  return f;
+}
+
+// The first `n` samples of a dataset (all when n is 0 or too large).
+std::shared_ptr<InMemoryDataset> head(InMemoryDataset full, uint64_t n) {
+  if (n == 0 || n >= full.size()) return std::make_shared<InMemoryDataset>(std::move(full));
+  const uint64_t bytes = full.spec().bytes();
+  std::vector<unsigned char> data(full.data().begin(),
+                                  full.data().begin() + static_cast<std::ptrdiff_t>(n * bytes));
+  std::vector<int64_t> labels(full.labels().begin(),
+                              full.labels().begin() + static_cast<std::ptrdiff_t>(n));
+  return std::make_shared<InMemoryDataset>(full.spec(), std::move(data), std::move(labels));
+}
+
+// Softmax probabilities of one image (pixels scaled to [0, 1]) into p; returns the argmax.
+int forward(const std::vector<float>& w, const unsigned char* image, float* p) {
+  float x[kPixels];
+  for (int k = 0; k < kPixels; ++k) x[k] = image[k] * (1.0f / 255.0f);
+  float top = -INFINITY;
+  int best = 0;
+  for (int c = 0; c < kClasses; ++c) {
+    const float* row = w.data() + c * kPixels;
+    float z = w[kClasses * kPixels + c];
+    for (int k = 0; k < kPixels; ++k) z += row[k] * x[k];
+    p[c] = z;
+    if (z > top) top = z, best = c;
+  }
+  float sum = 0;
+  for (int c = 0; c < kClasses; ++c) sum += p[c] = std::exp(p[c] - top);
+  for (int c = 0; c < kClasses; ++c) p[c] /= sum;
+  return best;
+}
+
+// Adds the batch's mean cross-entropy gradient to grad[0, kParams) and returns the mean loss.
+double accumulate_gradient(const std::vector<float>& w, const Batch& batch,
+                           std::vector<double>& grad) {
+  double loss = 0;
+  const double scale = 1.0 / static_cast<double>(batch.size());
+  for (uint64_t j = 0; j < batch.size(); ++j) {
+    const unsigned char* image = batch.data.data() + j * batch.sample_bytes;
+    float p[kClasses];
+    forward(w, image, p);
+    const int y = static_cast<int>(batch.labels[j]);
+    loss -= std::log(std::max(p[y], 1e-30f));
+    for (int c = 0; c < kClasses; ++c) {
+      const double d = (p[c] - (c == y ? 1.0 : 0.0)) * scale;
+      double* row = grad.data() + c * kPixels;
+      for (int k = 0; k < kPixels; ++k) row[k] += d * image[k] * (1.0 / 255.0);
+      grad[kClasses * kPixels + c] += d;
     }
   }
-  return flags;
+  return loss * scale;
 }
 
-uint64_t u64(const std::map<std::string, std::string>& f, const std::string& name, uint64_t def) {
-  auto it = f.find(name);
-  return it == f.end() ? def : std::stoull(it->second);
+uint64_t fnv1a(const void* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
 }
 
-std::string text(const std::map<std::string, std::string>& f, const std::string& name,
-                 const std::string& def) {
-  auto it = f.find(name);
-  return it == f.end() ? def : it->second;
-}
-
-// Write to a temporary name, then rename: a crash mid-write leaves the previous checkpoint.
-void save(const std::string& path, const SamplerState& state) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << distsampler::encode_state(state);
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
+double correlation(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  if (n < 2) return NAN;
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < n; ++i) ma += a[i], mb += b[i];
+  ma /= n, mb /= n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot rename " + tmp + " to " + path);
-  }
+  return sab / std::sqrt(saa * sbb);
 }
 
-int train(int argc, char** argv, int rank, int world) {
-  const auto flags = parse_flags(argc, argv);
-  SamplerOptions options;
-  options.size = u64(flags, "--size", 1001);
-  options.seed = distsampler::Seed::parse(text(flags, "--seed", "0"));
-  options.order = distsampler::parse_order_kind(text(flags, "--order", "torch"));
-  options.drop_last = flags.count("--drop-last") != 0;
-  options.shuffle = flags.count("--no-shuffle") == 0;
-  options.world_size = static_cast<uint64_t>(world);
-  options.rank = static_cast<uint64_t>(rank);
-  const uint64_t batch = u64(flags, "--batch", 3);
-  const uint64_t epochs = u64(flags, "--epochs", 2);
-  const uint64_t every = u64(flags, "--checkpoint-every", 5);
-  const std::string checkpoint = text(flags, "--checkpoint", "checkpoint.state");
-  const std::string log_dir = text(flags, "--log-dir", ".");
-  const std::string run = text(flags, "--run", "0");
-  const int64_t kill_rank = static_cast<int64_t>(u64(flags, "--kill-rank", UINT64_MAX));
-  const uint64_t kill_step = u64(flags, "--kill-step", UINT64_MAX);
-  if (batch == 0 || every == 0) throw std::invalid_argument("--batch and --checkpoint-every >= 1");
-
-  const DistributedSampler sampler(options);
-  // Before the first batch: every rank must run the same configuration.
-  distsampler::agree_on_configuration(MPI_COMM_WORLD, distsampler::fingerprint(options));
-
-  SamplerState state = distsampler::make_state(sampler, 0, 0);
-  std::ifstream in(checkpoint, std::ios::binary);
-  if (in) {
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    state = distsampler::decode_state(bytes);  // throws on a corrupt or foreign state
+int run(int argc, char** argv) {
+  const Flags flags = parse(argc, argv);
+  int mpi_rank = 0, mpi_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+  // The launcher's variables must agree with MPI's view of the job.
+  const distsampler::DistEnv env = distsampler::resolve_dist_env();
+  if (env.rank != static_cast<uint64_t>(mpi_rank) ||
+      env.world_size != static_cast<uint64_t>(mpi_size)) {
+    throw std::runtime_error("launcher (" + env.source + ") says rank " + std::to_string(env.rank) +
+                             " of " + std::to_string(env.world_size) + ", MPI says " +
+                             std::to_string(mpi_rank) + " of " + std::to_string(mpi_size));
   }
+  const uint64_t rank = env.rank, world = env.world_size;
+
+  const auto train = head(distsampler::load_idx_dataset(flags.data + "/train-images-idx3-ubyte.gz",
+                                                        flags.data + "/train-labels-idx1-ubyte.gz"),
+                          flags.train_size);
+  const InMemoryDataset test = distsampler::load_idx_dataset(
+      flags.data + "/t10k-images-idx3-ubyte.gz", flags.data + "/t10k-labels-idx1-ubyte.gz");
+
+  distsampler::SamplerOptions options;
+  options.size = train->size();
+  options.seed = distsampler::Seed(flags.seed);
+  options.order = distsampler::parse_order_kind(flags.order);
+  if (flags.variant == "no-sampler") {
+    // Each process shuffles the whole dataset with its own generator, as DataLoader(shuffle=True)
+    // does in separate processes.
+    options.world_size = 1;
+    options.rank = 0;
+    options.seed = distsampler::Seed(flags.seed + 1000003 * rank);
+  } else {
+    options.world_size = world;
+    options.rank = rank;
+  }
+  const distsampler::DistributedSampler sampler(options);
+
+  std::vector<float> w(kParams, 0.0f);
+  std::vector<double> grad(kParams + 1);  // the gradient, then the loss: one allreduce per step
+  std::vector<double> step_loss;
+  std::vector<std::vector<double>> epoch_losses;
+  std::vector<double> accuracy;
+  const double t0 = MPI_Wtime();
+  for (uint64_t epoch = 0; epoch < flags.epochs; ++epoch) {
+    const uint64_t view_epoch = flags.variant == "no-set-epoch" ? 0 : epoch;
+    DataLoader loader(train, sampler.epoch(view_epoch),
+                      {flags.batch_size, false, flags.threads, 4});
+    epoch_losses.emplace_back();
+    for (Batch batch; loader.next(batch);) {
+      std::fill(grad.begin(), grad.end(), 0.0);
+      grad[kParams] = accumulate_gradient(w, batch, grad);
+      MPI_Allreduce(MPI_IN_PLACE, grad.data(), kParams + 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      for (int k = 0; k < kParams; ++k) {
+        w[k] -= static_cast<float>(flags.lr * grad[k] / static_cast<double>(world));
+      }
+      step_loss.push_back(grad[kParams] / static_cast<double>(world));
+      epoch_losses.back().push_back(step_loss.back());
+    }
+    // Test accuracy: rank r scores test images r, r + W, ...; the counts are summed.
+    uint64_t counts[2] = {0, 0};
+    std::vector<unsigned char> image(kPixels);
+    for (uint64_t i = rank; i < test.size(); i += world) {
+      test.read(i, image.data());
+      float p[kClasses];
+      counts[0] += forward(w, image.data(), p) == test.label(i) ? 1 : 0;
+      ++counts[1];
+    }
+    MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    accuracy.push_back(static_cast<double>(counts[0]) / static_cast<double>(counts[1]));
+    if (rank == 0) {
+      std::printf(
+          "%s np=%" PRIu64 " epoch %" PRIu64 ": %zu steps, mean loss %.4f, test accuracy %.4f\n",
+          flags.variant.c_str(), world, epoch, epoch_losses.back().size(),
+          [&] {
+            double s = 0;
+            for (double l : epoch_losses.back()) s += l;
+            return s / std::max<size_t>(1, epoch_losses.back().size());
+          }(),
+          accuracy.back());
+    }
+  }
+  const double seconds = MPI_Wtime() - t0;
+
+  // Every rank must hold the same weights, bit for bit.
+  const uint64_t checksum = fnv1a(w.data(), w.size() * sizeof(float));
+  std::vector<uint64_t> all(world);
+  MPI_Allgather(&checksum, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  bool identical = true;
+  for (uint64_t c : all) identical = identical && c == all[0];
+
+  // Per-step losses of the last two epochs: replayed batches (no-set-epoch) correlate.
+  const double replay =
+      epoch_losses.size() >= 2
+          ? correlation(epoch_losses[epoch_losses.size() - 2], epoch_losses.back())
+          : NAN;
   if (rank == 0) {
-    std::ofstream(log_dir + "/run" + run + ".start")
-        << state.epoch << " " << state.consumed << " " << world << "\n";
-  }
-  std::FILE* log =
-      std::fopen((log_dir + "/run" + run + ".rank" + std::to_string(rank) + ".log").c_str(), "w");
-  if (log == nullptr) throw std::runtime_error("cannot open the log in " + log_dir);
-
-  uint64_t step = 0;
-  for (uint64_t epoch = state.epoch; epoch < epochs; ++epoch) {
-    // resume() checks the checkpoint's fingerprint against this job's configuration.
-    const RankView view =
-        epoch == state.epoch ? distsampler::resume(sampler, state) : sampler.epoch(epoch);
-    for (uint64_t taken = 0; taken < view.size(); ++step) {
-      if (rank == kill_rank && step == kill_step) raise(SIGKILL);
-      const uint64_t b = std::min(batch, view.size() - taken);
-      const uint64_t consumed = distsampler::consumed_after(view, taken + b);
-      for (uint64_t j = 0; j < b; ++j) {
-        std::fprintf(log, "%llu %llu %d %llu\n", static_cast<unsigned long long>(epoch),
-                     static_cast<unsigned long long>(consumed), world,
-                     static_cast<unsigned long long>(view[taken + j]));
-      }
-      std::fflush(log);
-      taken += b;
-      double gradient = static_cast<double>(b), sum = 0;  // the synchronous step
-      MPI_Allreduce(&gradient, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      const bool epoch_done = taken == view.size();
-      if (rank == 0 && (epoch_done || (step + 1) % every == 0)) {
-        save(checkpoint, epoch_done ? distsampler::make_state(sampler, epoch + 1, 0)
-                                    : distsampler::make_state(sampler, epoch, consumed));
-      }
+    const std::string name = flags.out_dir + "/" + flags.variant + "_np" + std::to_string(world);
+    std::ofstream csv(name + ".csv");
+    csv << "step,epoch,loss\n";
+    uint64_t step = 0;
+    for (size_t e = 0; e < epoch_losses.size(); ++e) {
+      for (double l : epoch_losses[e]) csv << step++ << ',' << e << ',' << l << '\n';
     }
-    if (view.size() == 0 && rank == 0)
-      save(checkpoint, distsampler::make_state(sampler, epoch + 1, 0));
+    std::ofstream summary(name + "_summary.csv");
+    summary << "variant,world_size,epochs,steps_per_epoch,final_test_accuracy,"
+               "epoch_loss_correlation,weights_identical,weights_checksum,seconds\n";
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, checksum);
+    summary << flags.variant << ',' << world << ',' << flags.epochs << ','
+            << epoch_losses.front().size() << ',' << accuracy.back() << ',' << replay << ','
+            << (identical ? "yes" : "no") << ',' << hex << ',' << seconds << '\n';
+    summary << "# test accuracy per epoch:";
+    for (double a : accuracy) summary << ' ' << a;
+    summary << '\n';
+    std::printf("%s np=%" PRIu64
+                ": final test accuracy %.4f, consecutive-epoch loss correlation "
+                "%.3f, weights identical on all ranks: %s (%s), %.1f s -> %s.csv\n",
+                flags.variant.c_str(), world, accuracy.back(), replay, identical ? "yes" : "NO",
+                hex, seconds, name.c_str());
   }
-  std::fclose(log);
+  if (!identical) return 3;
+  if (accuracy.back() < flags.min_accuracy) {
+    if (rank == 0) {
+      std::fprintf(stderr, "error: test accuracy %.4f is below --min-accuracy %.4f\n",
+                   accuracy.back(), flags.min_accuracy);
+    }
+    return 1;
+  }
   return 0;
 }
 
@@ -143,29 +297,14 @@ int train(int argc, char** argv, int rank, int world) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int code = 0;
+  int rc;
   try {
-    code = train(argc, argv, rank, world);
-  } catch (const distsampler::ConfigurationMismatch& e) {
-    // Every rank gets the same verdict: report it (one write, each line tagged with the rank, so
-    // that ranks' messages do not interleave) and leave together.
-    std::string message = "rank " + std::to_string(rank) + ": error: ";
-    for (const char* c = e.what(); *c != '\0'; ++c) {
-      message += *c;
-      if (*c == '\n') message += "rank " + std::to_string(rank) + ": error: ";
-    }
-    message += "\n";
-    std::fwrite(message.data(), 1, message.size(), stderr);
-    std::fflush(stderr);
-    code = 1;
+    rc = run(argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << "rank " << rank << ": error: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::fprintf(stderr, "mpi_train: error: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    return 2;
   }
-  MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
-  return code;
+  return rc;
 }

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-ensure_packages $DISTSAMPLER_BUILD_PACKAGES
+ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_LOADER_PACKAGES
 build_project -DDISTSAMPLER_BUILD_TESTS=OFF
 build/bin/distsampler demo
 
@@ -13,3 +13,7 @@ build/bin/distsampler demo
 ensure_packages $DISTSAMPLER_DEMO_PACKAGES
 echo
 bash examples/run_demos.sh build build/demo 2
+
+# Step: data-parallel training on Fashion-MNIST under MPI, the three sampler variants, and the
+# loss chart (scripts/train.sh; prints where the chart is).
+bash scripts/train.sh

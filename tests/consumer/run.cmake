@@ -12,3 +12,8 @@ step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
      -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
 step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step(${WORK_DIR}/build/consumer)
+if(EXISTS ${WORK_DIR}/build/consumer_loader)
+  step(${WORK_DIR}/build/consumer_loader)
+else()
+  message(FATAL_ERROR "distsampler::loader was not exported (no consumer_loader built)")
+endif()

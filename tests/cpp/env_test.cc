@@ -1,0 +1,90 @@
+#include "distsampler/dist/env.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace distsampler {
+namespace {
+
+EnvLookup env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string error_of(const std::map<std::string, std::string>& vars) {
+  try {
+    resolve_dist_env(std::nullopt, std::nullopt, env_of(vars));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(DistEnv, EachLauncher) {
+  auto e = detect_dist_env(env_of({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->rank, 3u);
+  EXPECT_EQ(e->world_size, 8u);
+  EXPECT_EQ(e->local_rank, 1u);
+  EXPECT_EQ(e->source, "torchrun");
+  e = detect_dist_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));
+  EXPECT_EQ(e->source, "openmpi");
+  EXPECT_EQ(e->rank, 1u);
+  EXPECT_FALSE(e->local_rank);
+  e = detect_dist_env(env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}));
+  EXPECT_EQ(e->source, "pmi");
+  e = detect_dist_env(
+      env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}}));
+  EXPECT_EQ(e->source, "slurm");
+  EXPECT_EQ(e->world_size, 6u);
+  EXPECT_FALSE(detect_dist_env(env_of({})));
+}
+
+TEST(DistEnv, InnermostLauncherWins) {
+  // torchrun started by srun: one SLURM task per node, torchrun's ranks inside.
+  const auto e = detect_dist_env(
+      env_of({{"RANK", "6"}, {"WORLD_SIZE", "8"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}));
+  EXPECT_EQ(e->source, "torchrun");
+  EXPECT_EQ(e->rank, 6u);
+}
+
+TEST(DistEnv, BadVariables) {
+  EXPECT_EQ(error_of({{"RANK", "1"}}), "RANK is set but WORLD_SIZE is not; torchrun sets both");
+  EXPECT_EQ(error_of({{"RANK", "x1"}, {"WORLD_SIZE", "2"}}),
+            "RANK = 'x1'; allowed: a decimal integer >= 0 (at most 19 digits)");
+  EXPECT_EQ(error_of({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}),
+            "RANK = '-1'; allowed: a decimal integer >= 0 (at most 19 digits)");
+  EXPECT_EQ(error_of({{"PMI_RANK", "2"}, {"PMI_SIZE", "2"}}),
+            "PMI_RANK = 2; allowed: < PMI_SIZE = 2");
+  EXPECT_EQ(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "0"}}),
+            "SLURM_NTASKS = 0; allowed: >= 1");
+  EXPECT_EQ(error_of({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}}),
+            "LOCAL_RANK = 2; allowed: <= RANK = 1");
+  EXPECT_EQ(error_of({{"OMPI_COMM_WORLD_SIZE", "4"}}),
+            "OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not; openmpi sets both");
+  const std::string none = error_of({});
+  EXPECT_NE(none.find("no launcher variable is set"), std::string::npos) << none;
+  EXPECT_NE(none.find("RANK/WORLD_SIZE (torchrun)"), std::string::npos) << none;
+  EXPECT_NE(none.find("SLURM_PROCID/SLURM_NTASKS (slurm)"), std::string::npos) << none;
+}
+
+TEST(DistEnv, GivenValuesWin) {
+  const auto e = resolve_dist_env(1, 2, env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}}));
+  EXPECT_EQ(e.rank, 1u);
+  EXPECT_EQ(e.world_size, 2u);
+  EXPECT_EQ(e.source, "given");
+  EXPECT_THROW(resolve_dist_env(1, std::nullopt, env_of({})), std::invalid_argument);
+  EXPECT_THROW(resolve_dist_env(2, 2, env_of({})), std::invalid_argument);
+  EXPECT_EQ(
+      resolve_dist_env(std::nullopt, std::nullopt, env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}}))
+          .world_size,
+      4u);
+}
+
+}  // namespace
+}  // namespace distsampler
