@@ -22,13 +22,20 @@ int main(int argc, char** argv) {
   double min_seconds = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--data") data = v;
-    else if (a == "--batch-size") batch_size = std::stoull(v);
-    else if (a == "--world-size") world_size = std::stoull(v);
-    else if (a == "--rank") rank = std::stoull(v);
-    else if (a == "--threads") threads_list = v;
-    else if (a == "--prefetch") prefetch = static_cast<unsigned>(std::stoul(v));
-    else if (a == "--seconds") min_seconds = std::stod(v);
+    if (a == "--data")
+      data = v;
+    else if (a == "--batch-size")
+      batch_size = std::stoull(v);
+    else if (a == "--world-size")
+      world_size = std::stoull(v);
+    else if (a == "--rank")
+      rank = std::stoull(v);
+    else if (a == "--threads")
+      threads_list = v;
+    else if (a == "--prefetch")
+      prefetch = static_cast<unsigned>(std::stoul(v));
+    else if (a == "--seconds")
+      min_seconds = std::stod(v);
     else {
       std::fprintf(stderr, "loader_throughput: unknown flag %s\n", a.c_str());
       return 2;
@@ -59,10 +66,10 @@ int main(int argc, char** argv) {
       }
       seconds = std::chrono::duration<double>(Clock::now() - start).count();
     }
-    std::printf("distsampler threads=%u samples_per_s=%.0f batches=%llu seconds=%.3f checksum=%llu\n",
-                threads, static_cast<double>(samples) / seconds,
-                static_cast<unsigned long long>(batches), seconds,
-                static_cast<unsigned long long>(checksum));
+    std::printf(
+        "distsampler threads=%u samples_per_s=%.0f batches=%llu seconds=%.3f checksum=%llu\n",
+        threads, static_cast<double>(samples) / seconds, static_cast<unsigned long long>(batches),
+        seconds, static_cast<unsigned long long>(checksum));
   }
   return 0;
 }
