@@ -3,6 +3,7 @@ rank printed is checked against the samplers' own indices. Run by ctest (`torchr
 DISTSAMPLER_PYTHON_DIR names the built package folder."""
 import collections
 import csv
+import glob
 import os
 import re
 import subprocess
@@ -22,18 +23,29 @@ from distsampler.torch import DistributedSampler  # noqa: E402
 
 
 def torchrun(nproc, script, *args):
+    """Runs `script` under torchrun; returns what the ranks wrote to stdout, rank by rank.
+
+    Each rank's stdout is read from the file torchrun redirects it to: the processes share one
+    console pipe, where a line of one rank can end up glued to another's (seen once in CI)."""
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as logs:
         # localhost:0: the rendezvous takes a free port, so parallel runs never collide.
-        # --redirects/--tee 2: Debian's torchrun crashes with the default 0 (see run_demos.sh).
+        # --redirects/--tee 1: stdout to per-rank files (and the console, prefixed); 3 (both)
+        # and the default 0 crash Debian's torchrun (see run_demos.sh).
         proc = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
              f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
-             "--redirects", "2", "--tee", "2", "--log_dir", logs,
+             "--redirects", "1", "--tee", "1", "--log_dir", logs,
              os.path.join(ROOT, "examples", script), *args],
             env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        files = sorted(glob.glob(os.path.join(logs, "**", "stdout.log"), recursive=True))
+        assert len(files) == nproc, (files, proc.stdout + proc.stderr)
+        out = []
+        for path in files:
+            with open(path) as f:
+                out.append(f.read())
+    return "".join(out)
 
 
 LINE = re.compile(r"^(exp\d) (\S+) rank=(\d+) epoch=(\d+) (batch|samples)=(\S+)$")
