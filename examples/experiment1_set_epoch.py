@@ -11,6 +11,7 @@ items' values (item i holds i + 1, as in the seed). Variants:
   distsampler-forgot-set-epoch  ours, set_epoch never called: auto_epoch advances (one warning)
   distsampler-auto-epoch-off  ours with auto_epoch=False: PyTorch's behaviour, repeat included
 """
+import os
 import sys
 import warnings
 
@@ -22,6 +23,13 @@ from torch.utils.data.distributed import DistributedSampler as TorchSampler
 from distsampler.torch import DistributedSampler
 
 SIZE, BATCH, EPOCHS = 16, 2, 2
+
+
+def say(line):
+    """Writes one whole line in a single write(2): the ranks share torchrun's stdout, and a line
+    written in pieces (print writes the text and the newline separately when unbuffered) can be
+    split by another rank's output."""
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
 class Items(Dataset):
@@ -41,9 +49,8 @@ def run(variant, sampler, call_set_epoch):
             sampler.set_epoch(epoch)
         for batch in loader:
             values = ",".join(str(int(v)) for v in batch[:, 0])
-            sys.stdout.write(f"exp1 {variant} rank={dist.get_rank()} epoch={epoch} "
-                             f"batch={values}\n")
-            sys.stdout.flush()
+            say(f"exp1 {variant} rank={dist.get_rank()} epoch={epoch} "
+           f"batch={values}")
     dist.barrier()
 
 
@@ -57,7 +64,7 @@ def main():
         run("distsampler-forgot-set-epoch", DistributedSampler(dataset), call_set_epoch=False)
     if dist.get_rank() == 0:
         for warning in caught:
-            print(f"exp1 warning: {warning.category.__name__}: {warning.message}", flush=True)
+            say(f"exp1 warning: {warning.category.__name__}: {warning.message}")
     run("distsampler-auto-epoch-off", DistributedSampler(dataset, auto_epoch=False),
         call_set_epoch=False)
     dist.destroy_process_group()

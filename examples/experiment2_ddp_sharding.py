@@ -10,6 +10,7 @@ Every rank prints `exp2 VARIANT rank=R epoch=E batch=V,...` per batch (item i ho
 ranks reads n / W items an epoch and together they read the dataset once; with a shuffling
 DataLoader every rank reads all n, so the job reads it W times an epoch.
 """
+import os
 import sys
 
 import torch
@@ -20,6 +21,13 @@ from torch.utils.data import DataLoader, Dataset
 from distsampler.torch import DistributedSampler
 
 SIZE, BATCH, EPOCHS = 8, 4, 2
+
+
+def say(line):
+    """Writes one whole line in a single write(2): the ranks share torchrun's stdout, and a line
+    written in pieces (print writes the text and the newline separately when unbuffered) can be
+    split by another rank's output."""
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
 class Items(Dataset):
@@ -47,10 +55,8 @@ def run(variant, loader, sampler):
             optimizer.step()
             samples += len(batch)
             values = ",".join(str(int(v)) for v in batch[:, 0])
-            sys.stdout.write(f"exp2 {variant} rank={rank} epoch={epoch} batch={values}\n")
-            sys.stdout.flush()
-        sys.stdout.write(f"exp2 {variant} rank={rank} epoch={epoch} samples={samples}\n")
-        sys.stdout.flush()
+            say(f"exp2 {variant} rank={rank} epoch={epoch} batch={values}")
+        say(f"exp2 {variant} rank={rank} epoch={epoch} samples={samples}")
     dist.barrier()
 
 
