@@ -50,7 +50,7 @@ def run(variant, sampler, call_set_epoch):
         for batch in loader:
             values = ",".join(str(int(v)) for v in batch[:, 0])
             say(f"exp1 {variant} rank={dist.get_rank()} epoch={epoch} "
-           f"batch={values}")
+                f"batch={values}")
     dist.barrier()
 
 
