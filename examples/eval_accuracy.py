@@ -26,10 +26,7 @@ Rank 0 prints `eval VARIANT correct=C count=N accuracy=A steps=MIN..MAX` per var
 fewest and most batches a rank took).
 """
 import argparse
-import gzip
-import os
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, TensorDataset
@@ -37,23 +34,14 @@ from torch.utils.data.distributed import DistributedSampler as TorchSampler
 
 from distsampler.policies import DistributedEvalSampler, MaskedDataset
 
-DATA_DIR = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(name):
-    """An IDX file (big-endian header: magic, dimensions; then uint8 data), gzipped."""
-    with gzip.open(os.path.join(DATA_DIR, name), "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+import fashion_mnist_ddp  # examples/, beside this script
 
 
 def load(prefix, limit):
-    images = read_idx(f"{prefix}-images-idx3-ubyte.gz")[:limit]
-    labels = read_idx(f"{prefix}-labels-idx1-ubyte.gz")[:limit]
-    x = torch.from_numpy(images.reshape(len(images), -1).astype(np.float64) / 255.0)
-    return TensorDataset(x, torch.from_numpy(labels.astype(np.int64)))
+    """Fashion-MNIST images (flattened, in [0, 1], float64) and labels, from the DDP example's
+    reader of Debian's IDX files."""
+    x, y = fashion_mnist_ddp.load(prefix, limit).tensors
+    return TensorDataset(x.double(), y)
 
 
 class NearestMean(torch.nn.Module):
