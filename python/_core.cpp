@@ -214,7 +214,13 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "class_balanced_weights",
       [](const Array<int64_t>& labels) {
-        return to_array(class_balanced_weights(to_vector(labels)));
+        const std::vector<int64_t> values = to_vector(labels);
+        std::vector<double> weights;
+        {
+          py::gil_scoped_release release;
+          weights = class_balanced_weights(values);
+        }
+        return to_array(weights);
       },
       py::arg("labels"));
   py::class_<WeightedSampler>(m, "WeightedSampler")

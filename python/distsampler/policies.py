@@ -288,7 +288,9 @@ class BlendedDistributedSampler(_Epochs, Sampler):
         return self._core.num_samples
 
     def __iter__(self):
-        epoch = self._next_epoch()
+        return self._samples(self._next_epoch())
+
+    def _samples(self, epoch: int):
         total = len(self)
         datasets = np.empty(min(_CHUNK, total), dtype=np.uint64)
         indices = np.empty(min(_CHUNK, total), dtype=np.uint64)

@@ -471,3 +471,30 @@ def test_wrapper_bad_inputs():
         list(DistributedSamplerWrapper(Negative(None), 2, 0))
     with pytest.raises(ValueError, match="Invalid rank"):
         DistributedSamplerWrapper(tud.SequentialSampler(range(3)), 2, -1)
+
+
+# ---- World size and rank from torch.distributed -------------------------------------------------
+
+def every_sampler(**world):
+    return [DistributedEvalSampler(range(10), **world),
+            WeightedDistributedSampler([1.0, 2.0], 10, **world),
+            BlendedDistributedSampler([3, 4], [1.0, 1.0], 10, **world),
+            DistributedBatchSampler(range(10), 3, **world),
+            BucketedBatchSampler([1, 2, 3], 2, **world),
+            ShardedDistributedSampler([3, 4], **world),
+            DistributedSamplerWrapper(tud.SequentialSampler(range(5)), **world)]
+
+
+def test_world_size_and_rank_come_from_the_process_group(tmp_path):
+    import torch.distributed as dist
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError):
+        DistributedEvalSampler(range(10))
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0,
+                            world_size=1)
+    try:
+        for sampler, explicit in zip(every_sampler(), every_sampler(num_replicas=1, rank=0)):
+            assert (sampler.num_replicas, sampler.rank) == (1, 0)
+            assert list(sampler) == list(explicit) and len(sampler) == len(explicit)
+    finally:
+        dist.destroy_process_group()
