@@ -26,6 +26,7 @@ Rank 0 prints `eval VARIANT correct=C count=N accuracy=A steps=MIN..MAX` per var
 fewest and most batches a rank took).
 """
 import argparse
+import sys
 
 import torch
 import torch.distributed as dist
@@ -71,10 +72,16 @@ def counts(model, loader, masked):
     return correct, count, steps
 
 
+def write(line):
+    """One write(2) per line: under torchrun the ranks may share the console."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def report(variant, correct, count, steps):
     if dist.get_rank() == 0:
-        print(f"eval {variant} correct={correct} count={count} accuracy={correct / count:.6f} "
-              f"steps={steps[0]}..{steps[1]}", flush=True)
+        write(f"eval {variant} correct={correct} count={count} accuracy={correct / count:.6f} "
+              f"steps={steps[0]}..{steps[1]}")
 
 
 def distributed(variant, model, loader, masked=False):
@@ -97,8 +104,8 @@ def main():
     model = NearestMean(load("train", args.train_size))
     test = load("t10k", args.test_size)
     if dist.get_rank() == 0:
-        print(f"eval: {dist.get_world_size()} ranks, {len(test)} test images, batch "
-              f"{args.batch_size}", flush=True)
+        write(f"eval: {dist.get_world_size()} ranks, {len(test)} test images, batch "
+              f"{args.batch_size}")
         correct, count, steps = counts(model, DataLoader(test, batch_size=args.batch_size), False)
         report("single-process", correct, count, (steps, steps))
 
