@@ -28,3 +28,6 @@ launch examples/experiment2_ddp_sharding.py | sort -s -k1,2 -k3,3
 echo
 echo "== Fashion-MNIST DDP: loss per step with epochs advancing, not advancing, no sampler"
 launch examples/fashion_mnist_ddp.py --out "$out"
+echo
+echo "== Evaluation on 10,000 Fashion-MNIST test images, 3 ranks: every sample counted once"
+nproc=3 launch examples/eval_accuracy.py

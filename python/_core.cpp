@@ -5,10 +5,20 @@
 // indices) runs with the GIL released.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "distsampler/policies/batches.h"
+#include "distsampler/policies/blend.h"
+#include "distsampler/policies/shards.h"
+#include "distsampler/policies/weighted.h"
+#include "distsampler/policies/wrap.h"
 #include "distsampler/sampler.h"
 #include "distsampler/seed.h"
 #include "distsampler/version.h"
@@ -29,7 +39,7 @@ py::int_ from_seed(const Seed& seed) {
 
 DistributedSampler make_sampler(uint64_t size, uint64_t world_size, uint64_t rank,
                                 const py::int_& seed, bool shuffle, bool drop_last,
-                                const std::string& order, RandpermVariant randperm) {
+                                const std::string& order, RandpermVariant randperm, bool uneven) {
   SamplerOptions options;
   options.size = size;
   options.world_size = world_size;
@@ -39,8 +49,32 @@ DistributedSampler make_sampler(uint64_t size, uint64_t world_size, uint64_t ran
   options.drop_last = drop_last;
   options.order = parse_order_kind(order, "order");
   options.randperm = randperm;
+  options.uneven = uneven;
   return DistributedSampler(options);
 }
+
+// ---- Policies (policies/*.h): helpers --------------------------------------------------------
+// Orders are shared between views; pybind11 holds them as non-const (it cannot hold a const T).
+using OrderPtr = std::shared_ptr<EpochOrder>;
+OrderPtr to_holder(std::shared_ptr<const EpochOrder> order) {
+  return std::const_pointer_cast<EpochOrder>(std::move(order));
+}
+
+template <typename T>
+using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+template <typename T>
+std::vector<T> to_vector(const Array<T>& values) {
+  return std::vector<T>(values.data(), values.data() + values.size());
+}
+
+template <typename T>
+py::array_t<T> to_array(const std::vector<T>& values) {
+  py::array_t<T> out(static_cast<py::ssize_t>(values.size()));
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+// ---- end of the policies helpers ----------------------------------------------------------------
 
 }  // namespace
 }  // namespace distsampler
@@ -75,7 +109,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<DistributedSampler>(m, "DistributedSampler")
       .def(py::init(&make_sampler), py::arg("size"), py::arg("world_size"), py::arg("rank"),
            py::arg("seed"), py::arg("shuffle"), py::arg("drop_last"), py::arg("order"),
-           py::arg("randperm"))
+           py::arg("randperm"), py::arg("uneven") = false)
       .def_property_readonly("num_samples", &DistributedSampler::num_samples)
       .def_property_readonly("total_size", &DistributedSampler::total_size)
       .def_property_readonly(
@@ -97,4 +131,202 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("epoch"), py::arg("start") = 0,
           "This rank's view of `epoch`, resumed at global position `start` (partition.h)");
+
+  // ---- Policies (policies/*.h, partition.h's evaluation modes) ---------------------------------
+  auto rank_view = py::reinterpret_borrow<py::class_<RankView>>(m.attr("RankView"));
+  rank_view.def("is_padding", &RankView::is_padding, py::arg("i"),
+                "Whether sample i is a wrapped-around repeat (padded-with-mask evaluation)");
+  rank_view.def_property_readonly("num_real", &RankView::num_real,
+                                  "Samples that are not padding; they come first");
+
+  py::class_<EpochOrder, OrderPtr>(m, "EpochOrder", "One epoch's global order (order.h)")
+      .def("__len__", &EpochOrder::size)
+      .def(
+          "array",
+          [](const EpochOrder& order) {
+            py::array_t<uint64_t> out(static_cast<py::ssize_t>(order.size()));
+            uint64_t* data = out.mutable_data();
+            py::gil_scoped_release release;
+            order.gather(0, 1, order.size(), data);
+            return out;
+          },
+          "The whole order as a uint64 array");
+  m.def(
+      "make_epoch_order",
+      [](uint64_t size, const py::int_& seed, bool shuffle, const std::string& order,
+         RandpermVariant randperm, uint64_t epoch) {
+        const OrderOptions options{size,     to_seed(seed),
+                                   shuffle,  parse_order_kind(order),
+                                   randperm, FeistelPermutation::kDefaultRounds};
+        py::gil_scoped_release release;
+        return to_holder(make_epoch_order(options, epoch));
+      },
+      py::arg("size"), py::arg("seed"), py::arg("shuffle"), py::arg("order"), py::arg("randperm"),
+      py::arg("epoch"));
+  m.def(
+      "make_shard_order",
+      [](const Array<uint64_t>& shard_sizes, uint64_t window, const py::int_& seed,
+         uint64_t epoch) {
+        ShardOptions options{to_vector(shard_sizes), window, to_seed(seed)};
+        py::gil_scoped_release release;
+        return to_holder(make_shard_order(options, epoch));
+      },
+      py::arg("shard_sizes"), py::arg("window"), py::arg("seed"), py::arg("epoch"));
+  m.def(
+      "make_bucketed_order",
+      [](const Array<uint64_t>& lengths, uint64_t batch_size, uint64_t window_batches,
+         const py::int_& seed, uint64_t epoch) {
+        BucketOptions options{to_vector(lengths), batch_size, window_batches, to_seed(seed)};
+        py::gil_scoped_release release;
+        return to_holder(make_bucketed_order(options, epoch));
+      },
+      py::arg("lengths"), py::arg("batch_size"), py::arg("window_batches"), py::arg("seed"),
+      py::arg("epoch"));
+  m.def(
+      "make_sequence_order",
+      [](const Array<uint64_t>& sequence) {
+        return to_holder(make_sequence_order(to_vector(sequence)));
+      },
+      py::arg("sequence"));
+  m.def(
+      "rank_view",
+      [](const OrderPtr& order, uint64_t world_size, uint64_t rank, bool drop_last, bool uneven,
+         uint64_t epoch, uint64_t start) {
+        const Partition partition{order->size(), world_size, rank, drop_last, start, uneven};
+        partition.validate();
+        return RankView(order, partition, epoch);
+      },
+      py::arg("order"), py::arg("world_size"), py::arg("rank"), py::arg("drop_last") = false,
+      py::arg("uneven") = false, py::arg("epoch") = 0, py::arg("start") = 0,
+      "A rank's view of any epoch order under partition.h's rule");
+
+  py::class_<BatchView>(m, "BatchView")
+      .def(py::init<OrderPtr, uint64_t, uint64_t, uint64_t, bool>(), py::arg("order"),
+           py::arg("batch_size"), py::arg("world_size"), py::arg("rank"), py::arg("drop_last"))
+      .def("__len__", &BatchView::size)
+      .def_property_readonly("batch_size", &BatchView::batch_size)
+      .def_property_readonly("num_global_batches", &BatchView::num_global_batches)
+      .def("global_batch", &BatchView::global_batch, py::arg("j"))
+      .def("is_padding", &BatchView::is_padding, py::arg("j"))
+      .def("global_indices", &BatchView::global, py::arg("b"))
+      .def("__getitem__", &BatchView::operator[], py::arg("j"));
+
+  m.def(
+      "class_balanced_weights",
+      [](const Array<int64_t>& labels) {
+        const std::vector<int64_t> values = to_vector(labels);
+        std::vector<double> weights;
+        {
+          py::gil_scoped_release release;
+          weights = class_balanced_weights(values);
+        }
+        return to_array(weights);
+      },
+      py::arg("labels"));
+  py::class_<WeightedSampler>(m, "WeightedSampler")
+      .def(py::init([](const Array<double>& weights, uint64_t size, uint64_t num_samples,
+                       uint64_t world_size, uint64_t rank, const py::int_& seed, bool drop_last) {
+             WeightedOptions options;
+             options.size = size;
+             options.num_samples = num_samples;
+             options.world_size = world_size;
+             options.rank = rank;
+             options.seed = to_seed(seed);
+             options.drop_last = drop_last;
+             const std::vector<double> w = to_vector(weights);
+             py::gil_scoped_release release;
+             return WeightedSampler(w, options);
+           }),
+           py::arg("weights"), py::arg("size"), py::arg("num_samples"), py::arg("world_size"),
+           py::arg("rank"), py::arg("seed"), py::arg("drop_last"))
+      .def_property_readonly("num_samples", &WeightedSampler::num_samples)
+      .def("global_draw", &WeightedSampler::global, py::arg("epoch"), py::arg("g"))
+      .def(
+          "fill",
+          [](const WeightedSampler& sampler, uint64_t epoch, uint64_t first,
+             py::array_t<uint64_t, py::array::c_style> out) {
+            uint64_t* data = out.mutable_data();
+            const auto count = static_cast<uint64_t>(out.size());
+            py::gil_scoped_release release;
+            sampler.fill(epoch, first, count, data);
+          },
+          py::arg("epoch"), py::arg("first"), py::arg("out").noconvert(),
+          "out[j] = this rank's draw first + j of `epoch`, in place, without the GIL");
+
+  py::class_<QuotaSchedule>(m, "QuotaSchedule")
+      .def(py::init([](const Array<double>& weights) { return QuotaSchedule(to_vector(weights)); }),
+           py::arg("weights"))
+      .def_property_readonly("num_datasets", &QuotaSchedule::num_datasets)
+      .def_property_readonly("weights", &QuotaSchedule::weights)
+      .def_property_readonly("error_bound", &QuotaSchedule::error_bound)
+      .def(
+          "at",
+          [](const QuotaSchedule& schedule, uint64_t i) {
+            const BlendedSample s = schedule.at(i);
+            return py::make_tuple(s.dataset, s.index);
+          },
+          py::arg("i"), "(dataset, draws of that dataset before position i)")
+      .def("count", &QuotaSchedule::count, py::arg("k"), py::arg("i"))
+      .def(
+          "datasets",
+          [](const QuotaSchedule& schedule, uint64_t first,
+             py::array_t<uint64_t, py::array::c_style> out) {
+            uint64_t* data = out.mutable_data();
+            const auto count = static_cast<uint64_t>(out.size());
+            py::gil_scoped_release release;
+            for (uint64_t j = 0; j < count; ++j) data[j] = schedule.at(first + j).dataset;
+          },
+          py::arg("first"), py::arg("out").noconvert(),
+          "out[j] = the dataset of stream position first + j, without the GIL");
+
+  py::class_<BlendedSampler>(m, "BlendedSampler")
+      .def(py::init([](const Array<uint64_t>& sizes, const Array<double>& weights,
+                       uint64_t samples_per_epoch, uint64_t world_size, uint64_t rank,
+                       const py::int_& seed, bool drop_last) {
+             BlendOptions options;
+             options.sizes = to_vector(sizes);
+             options.weights = to_vector(weights);
+             options.samples_per_epoch = samples_per_epoch;
+             options.world_size = world_size;
+             options.rank = rank;
+             options.seed = to_seed(seed);
+             options.drop_last = drop_last;
+             return BlendedSampler(options);
+           }),
+           py::arg("sizes"), py::arg("weights"), py::arg("samples_per_epoch"),
+           py::arg("world_size"), py::arg("rank"), py::arg("seed"), py::arg("drop_last"))
+      .def_property_readonly("num_samples", &BlendedSampler::num_samples)
+      .def_property_readonly("num_datasets", &BlendedSampler::num_datasets)
+      .def_property_readonly("schedule", [](const BlendedSampler& s) { return s.schedule(); })
+      .def(
+          "global_sample",
+          [](const BlendedSampler& sampler, uint64_t g) {
+            const BlendedSample s = sampler.global(g);
+            return py::make_tuple(s.dataset, s.index);
+          },
+          py::arg("g"), "(dataset, index) at stream position g")
+      .def(
+          "fill",
+          [](const BlendedSampler& sampler, uint64_t epoch, uint64_t first,
+             py::array_t<uint64_t, py::array::c_style> datasets,
+             py::array_t<uint64_t, py::array::c_style> indices, bool flat) {
+            if (datasets.size() != indices.size()) {
+              throw py::value_error("datasets and indices must have the same length");
+            }
+            uint64_t* dataset_out = datasets.mutable_data();
+            uint64_t* index_out = indices.mutable_data();
+            const auto count = static_cast<uint64_t>(indices.size());
+            py::gil_scoped_release release;
+            std::vector<BlendedSample> samples(count);
+            sampler.fill(epoch, first, count, samples.data());
+            for (uint64_t j = 0; j < count; ++j) {
+              dataset_out[j] = samples[j].dataset;
+              index_out[j] = flat ? sampler.flat(samples[j]) : samples[j].index;
+            }
+          },
+          py::arg("epoch"), py::arg("first"), py::arg("datasets").noconvert(),
+          py::arg("indices").noconvert(), py::arg("flat") = false,
+          "This rank's samples first + j of `epoch`: the dataset, and the index within it (or in\n"
+          "the concatenation when flat), in place, without the GIL");
+  // ---- end of the policies block --------------------------------------------------------------
 }

@@ -240,4 +240,16 @@ BlendedSample BlendedSampler::operator()(uint64_t epoch, uint64_t i) const {
   return global(epoch * spe + partition_.order_position(i));
 }
 
+void BlendedSampler::fill(uint64_t epoch, uint64_t first, uint64_t count,
+                          BlendedSample* out) const {
+  const uint64_t n = num_samples();
+  if (first > n || count > n - first) {
+    throw std::out_of_range(
+        "window [start = " + std::to_string(first) + ", start + count = " + std::to_string(first) +
+        " + " + std::to_string(count) +
+        ") is out of range; allowed: start + count <= num_samples = " + std::to_string(n));
+  }
+  for (uint64_t j = 0; j < count; ++j) out[j] = (*this)(epoch, first + j);
+}
+
 }  // namespace distsampler

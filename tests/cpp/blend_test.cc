@@ -199,5 +199,18 @@ TEST(BlendedSampler, BadOptionsAreClearErrors) {
   EXPECT_THROW(BlendedSampler{o}, std::invalid_argument);
 }
 
+TEST(BlendedSampler, FillIsTheRankSamplesAndChecksTheWindow) {
+  BlendOptions o = blend_options();
+  o.world_size = 3;
+  o.rank = 2;
+  const BlendedSampler s(o);
+  std::vector<BlendedSample> out(s.num_samples());
+  s.fill(4, 0, out.size(), out.data());
+  for (uint64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], s(4, i)) << i;
+  EXPECT_THROW(s.fill(4, 1, out.size(), out.data()), std::out_of_range);
+  EXPECT_THROW(s.fill(4, out.size() + 1, 0, out.data()), std::out_of_range);
+  EXPECT_NO_THROW(s.fill(4, out.size(), 0, out.data()));
+}
+
 }  // namespace
 }  // namespace distsampler

@@ -100,6 +100,8 @@ class BlendedSampler {
   BlendedSample global(uint64_t g) const;
   // This rank's i-th sample of epoch e; requires i < num_samples().
   BlendedSample operator()(uint64_t epoch, uint64_t i) const;
+  // out[j] = (*this)(epoch, first + j); throws std::out_of_range outside [0, num_samples()).
+  void fill(uint64_t epoch, uint64_t first, uint64_t count, BlendedSample* out) const;
   // The sample's index in the concatenation of the datasets (torch's ConcatDataset order).
   uint64_t flat(BlendedSample s) const { return offsets_[s.dataset] + s.index; }
 
