@@ -107,3 +107,32 @@ def check(log_dir, runs, cli, size, seed, order, drop_last, epochs):
         if count != expected:
             problems.append(f"epoch {e}: the padding is not the order's first {padding}")
     return problems
+
+
+def planned_steps(size, world, batch, epochs, epoch, consumed, drop_last):
+    """Steps a run of `world` ranks started at (epoch, consumed) takes if nothing stops it:
+    ceil(share / batch) per epoch left."""
+    steps = 0
+    for e in range(epoch, epochs):
+        left = max(size - (consumed if e == epoch else 0), 0)
+        share = left // world if drop_last else -(-left // world)
+        steps += -(-share // batch)
+    return steps
+
+
+def assert_detects_broken_logs(log_dir, runs, *check_args):
+    """The check must be able to fail: replaying one sample of the last run (an overlap) or
+    losing one (a gap) in its first step is reported. Restores the log afterwards."""
+    last = os.path.join(log_dir, f"run{runs - 1}.rank0.log")
+    with open(last) as f:
+        lines = f.readlines()
+    if not lines:
+        return
+    try:
+        for broken in (lines[:1] + lines, lines[1:]):
+            with open(last, "w") as f:
+                f.writelines(broken)
+            assert check(log_dir, runs, *check_args), "a broken log passed the check"
+    finally:
+        with open(last, "w") as f:
+            f.writelines(lines)
