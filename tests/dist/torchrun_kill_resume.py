@@ -40,42 +40,15 @@ def read_checkpoint(path):
 
 
 def kill_and_resume(cli, package_dir, rng, order, drop_last, work):
-    size, batch, epochs, seed = rng.randint(100, 400), rng.randint(1, 4), 2, rng.randint(0, 99)
+    size, seed = rng.randint(100, 400), rng.randint(0, 99)
     worlds = rng.sample([1, 2, 3, 4], 3)  # three runs, each on a new world size
-    ckpt = os.path.join(work, "ckpt.pt")
-    common = ["--size", str(size), "--seed", str(seed), "--order", order, "--batch", str(batch),
-              "--epochs", str(epochs), "--checkpoint", ckpt, "--log-dir", work,
-              "--checkpoint-every", str(rng.randint(1, 6))]
-    if drop_last:
-        common.append("--drop-last")
-    print(f"  size {size} seed {seed} order {order} drop_last {drop_last} batch {batch} "
-          f"worlds {worlds}", flush=True)
-    runs = 0
-    for k, world in enumerate(worlds):
-        args = common + ["--run", str(k)]
-        epoch, consumed = read_checkpoint(ckpt) if os.path.exists(ckpt) else (0, 0)
-        steps = exactly_once.planned_steps(size, world, batch, epochs, epoch, consumed, drop_last)
-        killed = k + 1 < len(worlds) and steps >= 2
-        if killed:
-            kill_rank, kill_step = rng.randrange(world), rng.randint(1, steps - 1)
-            args += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_step)]
-            print(f"  run {k}: {world} ranks from epoch {epoch} consumed {consumed}, "
-                  f"rank {kill_rank} killed at step {kill_step} of {steps}", flush=True)
-        else:
-            print(f"  run {k}: {world} ranks from epoch {epoch} consumed {consumed}, to the end",
-                  flush=True)
+
+    def launch(world, args):
         with tempfile.TemporaryDirectory() as logs:
-            r = torchrun(world, args, package_dir, logs)
-        runs += 1
-        if killed:
-            assert r.returncode != 0, f"run {k} was not killed:\n{r.stdout}{r.stderr}"
-            assert "Signal 9 (SIGKILL)" in r.stdout + r.stderr, r.stdout + r.stderr
-        else:
-            assert r.returncode == 0, f"run {k} failed:\n{r.stdout}{r.stderr}"
-            break
-    problems = exactly_once.check(work, runs, cli, size, seed, order, drop_last, epochs)
-    assert not problems, "\n".join(problems)
-    exactly_once.assert_detects_broken_logs(work, runs, cli, size, seed, order, drop_last, epochs)
+            return torchrun(world, args, package_dir, logs)
+
+    exactly_once.kill_and_resume(launch, read_checkpoint, rng, work, worlds, size, seed, order,
+                                 drop_last, cli, "Signal 9 (SIGKILL)")
 
 
 def mismatch(package_dir, work):
