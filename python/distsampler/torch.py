@@ -94,10 +94,11 @@ class DistributedSampler(Sampler[int]):
         randperm: which ``torch.randperm`` algorithm the torch order reproduces for datasets of
             214,748,364 items or more: ``"classic"`` (PyTorch <= 2.5), ``"current"`` (newer), or
             ``"auto"`` (the installed torch's). Smaller datasets are unaffected.
-        check_agreement: before the first batch, when ``torch.distributed`` is initialized,
-            compare the configuration fingerprints of all ranks of ``process_group`` (one
-            ``all_gather_object``, once per sampler; see check_configuration). ``False`` skips it
-            (for a sampler that not every rank of the group iterates).
+        check_agreement: before the first batch, when ``torch.distributed`` is initialized and
+            ``process_group`` has ``num_replicas`` ranks, compare the configuration fingerprints
+            of all its ranks (one ``all_gather_object``, once per sampler; see
+            check_configuration). ``False`` skips it (for a sampler that not every rank of the
+            group iterates).
         process_group: the group whose ranks must agree; ``None`` is the default group.
 
     ``seed`` is any integer in [-2^63, 2^64 - 1] (what ``torch.Generator.manual_seed`` takes);
@@ -198,8 +199,12 @@ class DistributedSampler(Sampler[int]):
                 "the sampler configuration differs across ranks, refusing to start: " + message)
 
     def __iter__(self) -> Iterator[int]:
+        # Only a sampler that spans the group checks by itself: one built for fewer replicas
+        # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
+        # collective would wait forever. check_configuration() checks any layout explicitly.
         if (self._check_agreement and not self._agreed and dist.is_available()
-                and dist.is_initialized()):
+                and dist.is_initialized()
+                and dist.get_world_size(self._process_group) == self.num_replicas):
             self.check_configuration(self._process_group)
             self._agreed = True
         epoch, start = self._epoch, self._resume_at

@@ -148,6 +148,12 @@ def test_agreement_runs_once_per_sampler(monkeypatch):
     assert group.calls == 1
     DistributedSampler(range(100), 4, 2, seed=5, check_agreement=False).__iter__()
     assert group.calls == 1
+    # A sampler for fewer replicas than the group (evaluation on rank 0 only, say) does not
+    # check by itself: the other ranks may never iterate it. Explicitly, it does.
+    alone = DistributedSampler(range(100), 1, 0, seed=5)
+    assert len(list(alone)) == 100 and group.calls == 1
+    alone.check_configuration()
+    assert group.calls == 2
 
 
 def test_a_rank_with_another_seed_stops_the_sampler_with_the_fields_and_ranks(monkeypatch):
@@ -165,7 +171,7 @@ def test_a_rank_with_another_seed_stops_the_sampler_with_the_fields_and_ranks(mo
     with pytest.raises(ConfigurationMismatch, match="(?s)shuffle differs across ranks: true on "
                        "ranks 0, 1; false on rank 2\norder differs across ranks: torch on ranks "
                        "0, 1; feistel on rank 2"):
-        iter(DistributedSampler(range(100), 4, 0))
+        iter(DistributedSampler(range(100), 3, 0))
     # Skipped when disabled.
     group = FakeGroup(monkeypatch, 4, {1: fingerprint_bytes(seed=7)})
     assert len(list(DistributedSampler(range(100), 4, 0, check_agreement=False))) == 25
