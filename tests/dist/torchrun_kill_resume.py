@@ -67,7 +67,7 @@ def mismatch(package_dir, work):
     for rank in range(4):
         expected = (f"rank {rank}: error: the sampler configuration differs across ranks, "
                     "refusing to start: seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1")
-        assert expected in stderr[rank], f"rank {rank} did not report the mismatch: {stderr[rank]!r}"
+        assert expected in stderr[rank], f"rank {rank} did not report it: {stderr[rank]!r}"
     # torchrun's summary: every rank failed (non-zero exit code).
     codes = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
         r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", r.stderr)}

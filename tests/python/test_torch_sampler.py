@@ -309,7 +309,8 @@ def bad_states():
             yield key, {**good, key: value}
         yield key, {k: v for k, v in good.items() if k != key}
     yield "state must be a dict", [1, 2]
-    yield "state state = .* is not the state's JSON text", {**good, "state": json.loads(good["state"])}
+    yield ("state state = .* is not the state's JSON text",
+           {**good, "state": json.loads(good["state"])})
     # The checksummed text edited, corrupted, truncated, or from a foreign format version.
     text = good["state"]
     for reason, edited in [("checksum mismatch", text.replace('"consumed": 4', '"consumed": 6')),
