@@ -75,12 +75,12 @@ void bind_state(py::module_& m) {
       .def(py::self == py::self)
       .def(py::self != py::self)
       .def("__repr__", [](const Fingerprint& f) {
-        std::string text = "Fingerprint(";
+        std::string text;
         for (const char* name : {"algorithm_version", "size", "seed", "shuffle", "drop_last",
                                  "uneven", "order", "randperm", "feistel_rounds"}) {
-          text += std::string(text.size() > 12 ? ", " : "") + name + "=" + field_value(f, name);
+          text += (text.empty() ? "" : ", ") + std::string(name) + "=" + field_value(f, name);
         }
-        return text + ")";
+        return "Fingerprint(" + text + ")";
       });
 
   py::class_<SamplerState>(m, "SamplerState",
