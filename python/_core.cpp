@@ -4,6 +4,7 @@
 // std::out_of_range as IndexError. Bulk work (building an epoch's order, filling a window of
 // indices) runs with the GIL released.
 #include <pybind11/numpy.h>
+#include <pybind11/operators.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -21,6 +22,7 @@
 #include "distsampler/policies/wrap.h"
 #include "distsampler/sampler.h"
 #include "distsampler/seed.h"
+#include "distsampler/state.h"
 #include "distsampler/version.h"
 
 namespace py = pybind11;
@@ -78,6 +80,92 @@ py::array_t<T> to_array(const std::vector<T>& values) {
 
 }  // namespace
 }  // namespace distsampler
+
+// ---- state.h: checkpoint state, fingerprints, configuration agreement (issue 5) ----
+namespace distsampler {
+namespace {
+
+void bind_state(py::module_& m) {
+  m.attr("STATE_FORMAT_VERSION") = kStateFormatVersion;
+  m.attr("STATE_BYTES") = kStateBytes;
+  m.attr("ORDER_ALGORITHM_VERSION") = kOrderAlgorithmVersion;
+
+  py::class_<Fingerprint>(m, "Fingerprint",
+                          "What every rank of a job, and a job and its checkpoint, must agree on")
+      .def_readonly("algorithm_version", &Fingerprint::algorithm_version)
+      .def_readonly("size", &Fingerprint::size)
+      .def_property_readonly("seed", [](const Fingerprint& f) { return from_seed(f.seed); })
+      .def_readonly("shuffle", &Fingerprint::shuffle)
+      .def_readonly("drop_last", &Fingerprint::drop_last)
+      .def_readonly("uneven", &Fingerprint::uneven)
+      .def_property_readonly("order", [](const Fingerprint& f) { return field_value(f, "order"); })
+      .def_property_readonly("randperm",
+                             [](const Fingerprint& f) { return field_value(f, "randperm"); })
+      .def_readonly("feistel_rounds", &Fingerprint::feistel_rounds)
+      .def("field_value", &field_value, py::arg("field"),
+           "A field's value as text ('torch', 'true', '-3', ...)")
+      .def(py::self == py::self)
+      .def(py::self != py::self)
+      .def("__repr__", [](const Fingerprint& f) {
+        std::string text;
+        for (const char* name : {"algorithm_version", "size", "seed", "shuffle", "drop_last",
+                                 "uneven", "order", "randperm", "feistel_rounds"}) {
+          text += (text.empty() ? "" : ", ") + std::string(name) + "=" + field_value(f, name);
+        }
+        return "Fingerprint(" + text + ")";
+      });
+
+  py::class_<SamplerState>(m, "SamplerState",
+                           "A checkpoint: the job consumed global positions [0, consumed) of "
+                           "`epoch`'s order")
+      .def(py::init([](const Fingerprint& config, uint64_t epoch, uint64_t consumed) {
+             return SamplerState{config, epoch, consumed};
+           }),
+           py::arg("config"), py::arg("epoch"), py::arg("consumed"))
+      .def_readonly("config", &SamplerState::config)
+      .def_readonly("epoch", &SamplerState::epoch)
+      .def_readonly("consumed", &SamplerState::consumed)
+      .def(py::self == py::self)
+      .def(py::self != py::self)
+      .def("__repr__", [](const SamplerState& s) {
+        return "SamplerState(epoch=" + std::to_string(s.epoch) +
+               ", consumed=" + std::to_string(s.consumed) + ")";
+      });
+
+  m.def(
+      "fingerprint",
+      [](const DistributedSampler& sampler) { return fingerprint(sampler.options()); },
+      py::arg("sampler"), "The sampler's configuration fingerprint (never its world size or rank)");
+  m.def("differing_fields", &differing_fields, py::arg("a"), py::arg("b"));
+  m.def("describe_disagreement", &describe_disagreement, py::arg("per_rank"),
+        "'' when every rank's fingerprint is the same, else one line per differing field");
+  m.def(
+      "crc32", [](const py::bytes& data) { return crc32(std::string(data)); }, py::arg("data"));
+  m.def(
+      "encode_state", [](const SamplerState& s) { return py::bytes(encode_state(s)); },
+      py::arg("state"));
+  m.def(
+      "decode_state", [](const py::bytes& data) { return decode_state(std::string(data)); },
+      py::arg("data"));
+  m.def("state_to_json", &state_to_json, py::arg("state"));
+  m.def(
+      "state_from_json", [](const std::string& json) { return state_from_json(json); },
+      py::arg("json"));
+  m.def("make_state", &make_state, py::arg("sampler"), py::arg("epoch"), py::arg("consumed"));
+  m.def("consumed_after", &consumed_after, py::arg("view"), py::arg("taken"));
+  m.def(
+      "resume",
+      [](const DistributedSampler& sampler, const SamplerState& state) {
+        py::gil_scoped_release release;
+        return resume(sampler, state);
+      },
+      py::arg("sampler"), py::arg("state"),
+      "This rank's view of the rest of the state's epoch, on this sampler's world size and rank");
+}
+
+}  // namespace
+}  // namespace distsampler
+// ---- end of the state.h bindings ----
 
 PYBIND11_MODULE(_core, m) {
   using namespace distsampler;
@@ -329,4 +417,5 @@ PYBIND11_MODULE(_core, m) {
           "This rank's samples first + j of `epoch`: the dataset, and the index within it (or in\n"
           "the concatenation when flat), in place, without the GIL");
   // ---- end of the policies block --------------------------------------------------------------
+  bind_state(m);  // state.h (issue 5)
 }

@@ -7,7 +7,8 @@
 //  12  algorithm version     u32 (kOrderAlgorithmVersion)
 //  16  order                 u8  (0 torch, 1 feistel)
 //  17  randperm              u8  (0 current, 1 classic; 0 unless torch)
-//  18  flags                 u8  (bit 0 shuffle, bit 1 drop_last, bit 2 seed negative; others 0)
+//  18  flags                 u8  (bit 0 shuffle, bit 1 drop_last, bit 2 seed negative,
+//                                 bit 3 uneven; others 0)
 //  19  feistel rounds        u8  (1..32 for feistel, 0 otherwise)
 //  20  reserved              u32 (0)
 //  24  size                  u64
@@ -30,8 +31,9 @@ namespace {
 
 constexpr char kMagic[8] = {'D', 'S', 'S', 'T', 'A', 'T', 'E', '\0'};
 constexpr uint64_t kMaxSize = uint64_t{1} << 63;
-constexpr const char* kFieldNames[] = {"algorithm_version", "size",  "seed",     "shuffle",
-                                       "drop_last",         "order", "randperm", "feistel_rounds"};
+constexpr const char* kFieldNames[] = {"algorithm_version", "size",   "seed",  "shuffle",
+                                       "drop_last",         "uneven", "order", "randperm",
+                                       "feistel_rounds"};
 
 constexpr std::array<uint32_t, 256> make_crc_table() {
   std::array<uint32_t, 256> table{};
@@ -100,6 +102,9 @@ void check_normalized(const Fingerprint& f) {
           "torch order only)");
     }
   }
+  if (f.uneven && f.drop_last) {
+    fail("uneven = true with drop_last = true; allowed: at most one of uneven and drop_last");
+  }
   if (f.seed.negative() && (f.seed.bits() >> 63) == 0) fail("seed has an inconsistent sign");
 }
 
@@ -146,6 +151,7 @@ class JsonObject {
     used_[key] = true;
     return it->second;
   }
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
   uint64_t take_u64(const std::string& key) {
     const std::string& v = take(key);
     uint64_t x = 0;
@@ -225,6 +231,7 @@ Fingerprint fingerprint(const SamplerOptions& options) {
   f.seed = options.seed;
   f.shuffle = options.shuffle;
   f.drop_last = options.drop_last;
+  f.uneven = options.uneven;
   f.order = options.order;
   if (options.order == OrderKind::kTorch) f.randperm = options.randperm;
   if (options.order == OrderKind::kFeistel) f.feistel_rounds = options.feistel_rounds;
@@ -237,6 +244,7 @@ std::string field_value(const Fingerprint& f, std::string_view field) {
   if (field == "seed") return f.seed.to_string();
   if (field == "shuffle") return f.shuffle ? "true" : "false";
   if (field == "drop_last") return f.drop_last ? "true" : "false";
+  if (field == "uneven") return f.uneven ? "true" : "false";
   if (field == "order") return std::string(to_string(f.order));
   if (field == "randperm") return randperm_name(f.randperm);
   if (field == "feistel_rounds") return std::to_string(f.feistel_rounds);
@@ -292,7 +300,10 @@ std::string encode_state(const SamplerState& state) {
   put(out, f.algorithm_version, 4);
   put(out, f.order == OrderKind::kFeistel ? 1 : 0, 1);
   put(out, f.randperm == RandpermVariant::kClassic ? 1 : 0, 1);
-  put(out, (f.shuffle ? 1 : 0) | (f.drop_last ? 2 : 0) | (f.seed.negative() ? 4 : 0), 1);
+  put(out,
+      (f.shuffle ? 1 : 0) | (f.drop_last ? 2 : 0) | (f.seed.negative() ? 4 : 0) |
+          (f.uneven ? 8 : 0),
+      1);
   put(out, static_cast<uint64_t>(f.feistel_rounds), 1);
   put(out, 0, 4);
   put(out, f.size, 8);
@@ -341,12 +352,13 @@ SamplerState decode_state(std::string_view bytes) {
   if (randperm > 1) {
     fail("randperm = " + std::to_string(randperm) + "; allowed: 0 (current), 1 (classic)");
   }
-  if (flags > 7) fail("flags = " + std::to_string(flags) + " has unknown bits; allowed: 0..7");
+  if (flags > 15) fail("flags = " + std::to_string(flags) + " has unknown bits; allowed: 0..15");
   if (get(bytes, 20, 4) != 0) fail("reserved bytes 20..23 are not zero");
   f.order = order == 1 ? OrderKind::kFeistel : OrderKind::kTorch;
   f.randperm = randperm == 1 ? RandpermVariant::kClassic : RandpermVariant::kCurrent;
   f.shuffle = (flags & 1) != 0;
   f.drop_last = (flags & 2) != 0;
+  f.uneven = (flags & 8) != 0;
   f.feistel_rounds = static_cast<int>(get(bytes, 19, 1));
   f.size = get(bytes, 24, 8);
   const uint64_t seed_bits = get(bytes, 32, 8);
@@ -369,6 +381,7 @@ std::string state_to_json(const SamplerState& state) {
   j += ", \"seed\": " + f.seed.to_string();
   j += std::string(", \"shuffle\": ") + (f.shuffle ? "true" : "false");
   j += std::string(", \"drop_last\": ") + (f.drop_last ? "true" : "false");
+  if (f.uneven) j += ", \"uneven\": true";  // absent means false (see state.h)
   j += ", \"order\": \"" + std::string(to_string(f.order)) + "\"";
   j += std::string(", \"randperm\": \"") + randperm_name(f.randperm) + "\"";
   j += ", \"feistel_rounds\": " + std::to_string(f.feistel_rounds);
@@ -403,6 +416,7 @@ SamplerState state_from_json(std::string_view json) {
   if (f.seed.to_string() != seed) fail("JSON seed = " + seed + " is not in canonical form");
   f.shuffle = o.take_bool("shuffle");
   f.drop_last = o.take_bool("drop_last");
+  f.uneven = o.has("uneven") && o.take_bool("uneven");
   const std::string& order = o.take("order");
   if (order != "torch" && order != "feistel") {
     fail("JSON order = '" + order + "'; allowed: torch, feistel");

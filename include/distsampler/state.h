@@ -30,6 +30,7 @@ struct Fingerprint {
   Seed seed;
   bool shuffle = true;
   bool drop_last = false;
+  bool uneven = false;  // SamplerOptions::uneven: which ranks read what, never which order
   OrderKind order = OrderKind::kTorch;
   RandpermVariant randperm = RandpermVariant::kCurrent;
   int feistel_rounds = 0;
@@ -65,7 +66,11 @@ struct SamplerState {
 };
 
 // The byte format, version 1: 60 bytes, little-endian, fixed layout (see docs/design.md), ending
-// in the CRC-32 of the 56 bytes before it.
+// in the CRC-32 of the 56 bytes before it. The uneven flag (flags bit 3, JSON key "uneven"
+// written only when true) came later without a new version: a state with uneven = false is
+// encoded exactly as before, so every state written earlier decodes unchanged and older builds
+// read it; one with uneven = true is rejected by older builds (unknown flag bit or key), never
+// misread.
 inline constexpr uint16_t kStateFormatVersion = 1;
 inline constexpr size_t kStateBytes = 60;
 

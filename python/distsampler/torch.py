@@ -10,7 +10,11 @@ each epoch). Two differences, both opt-out:
   the same way, so ranks stay consistent. An explicit ``set_epoch(e)`` always wins.
   ``auto_epoch=False`` is PyTorch's behaviour, repeated order included.
 * ``state_dict()`` / ``load_state_dict()`` capture the epoch and the position within it, so a
-  training loop resumes mid-epoch without replaying data.
+  training loop resumes mid-epoch without replaying data, on any number of ranks (the elastic
+  rule: a job of W' ranks resumes at the global position the old one reached).
+* Before the first batch (the first ``iter()`` while ``torch.distributed`` is initialized) the
+  ranks compare their configuration fingerprints, once per sampler; a mismatch (say one rank has
+  another seed) raises ``ConfigurationMismatch`` on every rank. ``check_agreement=False`` skips it.
 
 Indices are computed in C++ in chunks with the GIL released; no Python list of the dataset is
 ever built. ``order="feistel"`` selects the random-access order: O(1) memory per rank whatever
@@ -27,16 +31,24 @@ from torch.utils.data import Sampler
 
 from . import _core
 
-__all__ = ["DistributedSampler", "STATE_VERSION"]
+__all__ = ["DistributedSampler", "ConfigurationMismatch", "STATE_VERSION"]
 
-# The format of state_dict(); load_state_dict() accepts this version only.
-STATE_VERSION = 1
+# The format of state_dict(). load_state_dict() also reads version 1 (no checksum, same world
+# size when written), converting it.
+STATE_VERSION = 2
 
 # Indices computed per call into C++ while iterating (512 KiB of uint64).
 _CHUNK = 1 << 16
 _EPOCH_MAX = 2**64 - 1
-# The configuration fields a state carries; a state is only loaded by a sampler that has the same.
-_CONFIG_FIELDS = ("size", "world_size", "seed", "shuffle", "drop_last", "order", "randperm")
+# Version 1's configuration fields, which a version-1 state must match.
+_V1_CONFIG_FIELDS = ("size", "world_size", "seed", "shuffle", "drop_last", "order", "randperm")
+# The fingerprint's fields (state.h), copied from the checksummed state as readable entries.
+_FINGERPRINT_FIELDS = ("algorithm_version", "size", "seed", "shuffle", "drop_last", "uneven",
+                       "order", "randperm", "feistel_rounds")
+
+
+class ConfigurationMismatch(ValueError):
+    """Raised on every rank when the ranks' sampler configurations differ."""
 
 
 def _default_randperm() -> str:
@@ -82,6 +94,12 @@ class DistributedSampler(Sampler[int]):
         randperm: which ``torch.randperm`` algorithm the torch order reproduces for datasets of
             214,748,364 items or more: ``"classic"`` (PyTorch <= 2.5), ``"current"`` (newer), or
             ``"auto"`` (the installed torch's). Smaller datasets are unaffected.
+        check_agreement: before the first batch, when ``torch.distributed`` is initialized and
+            ``process_group`` has ``num_replicas`` ranks, compare the configuration fingerprints
+            of all its ranks (one ``all_gather_object``, once per sampler; see
+            check_configuration). ``False`` skips it (for a sampler that not every rank of the
+            group iterates).
+        process_group: the group whose ranks must agree; ``None`` is the default group.
 
     ``seed`` is any integer in [-2^63, 2^64 - 1] (what ``torch.Generator.manual_seed`` takes);
     ``set_epoch`` takes an integer in [0, 2^64 - 1].
@@ -89,7 +107,8 @@ class DistributedSampler(Sampler[int]):
 
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
-                 order: str = "torch", auto_epoch: bool = True, randperm: str = "auto") -> None:
+                 order: str = "torch", auto_epoch: bool = True, randperm: str = "auto",
+                 check_agreement: bool = True, process_group=None) -> None:
         # PyTorch's checks and messages, in PyTorch's order.
         if num_replicas is None:
             if not dist.is_available():
@@ -123,6 +142,9 @@ class DistributedSampler(Sampler[int]):
         self._resume_at = 0         # global position the next iteration starts at
         self._progress: Optional[_Progress] = None  # the latest iteration's
         self._warned = False
+        self._check_agreement = bool(check_agreement)
+        self._process_group = process_group
+        self._agreed = False        # check_configuration passed once: the config is immutable
 
     # PyTorch's attributes, read-only: the configuration lives in C++.
     num_replicas = property(lambda self: self._config["world_size"])
@@ -159,7 +181,32 @@ class DistributedSampler(Sampler[int]):
     def __len__(self) -> int:
         return self._core.num_samples
 
+    def check_configuration(self, group=None) -> None:
+        """Collective over ``group`` (default: the default process group): every rank gathers
+        every rank's configuration fingerprint (size, seed, shuffle, drop_last, order and its
+        algorithm; never the world size or rank) and, when any field differs, every rank raises
+        ConfigurationMismatch naming the fields, their values and the group ranks holding them,
+        e.g. ``seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1``. Iterating calls it
+        once per sampler when ``check_agreement`` is set and ``torch.distributed`` is
+        initialized."""
+        mine = _core.encode_state(_core.make_state(self._core, 0, 0))
+        gathered = [None] * dist.get_world_size(group)
+        dist.all_gather_object(gathered, mine, group=group)
+        message = _core.describe_disagreement(
+            [_core.decode_state(theirs).config for theirs in gathered])
+        if message:
+            raise ConfigurationMismatch(
+                "the sampler configuration differs across ranks, refusing to start: " + message)
+
     def __iter__(self) -> Iterator[int]:
+        # Only a sampler that spans the group checks by itself: one built for fewer replicas
+        # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
+        # collective would wait forever. check_configuration() checks any layout explicitly.
+        if (self._check_agreement and not self._agreed and dist.is_available()
+                and dist.is_initialized()
+                and dist.get_world_size(self._process_group) == self.num_replicas):
+            self.check_configuration(self._process_group)
+            self._agreed = True
         epoch, start = self._epoch, self._resume_at
         advance = self._auto_epoch and not self._explicit
         if advance:
@@ -167,7 +214,7 @@ class DistributedSampler(Sampler[int]):
                 raise ValueError("epoch = 2^64 - 1 cannot advance; call set_epoch")
             epoch, start = epoch + 1, 0
         try:
-            view = self._core.epoch(epoch, start)
+            view = self._core.epoch(epoch, min(start, self._config["size"]))
         except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's RuntimeError
             raise RuntimeError(str(error)) from error
         if advance and not self._warned:
@@ -183,60 +230,111 @@ class DistributedSampler(Sampler[int]):
         return _indices(view, self._progress)
 
     def state_dict(self) -> Dict[str, Any]:
-        """A plain dict (ints, bools, strings) that resumes this sampler's epoch where it stands:
+        """A plain dict (ints, bools, strings) that resumes this sampler's epoch where it stands,
+        on any number of ranks:
 
         * ``version``: the format, STATE_VERSION.
+        * ``state``: the checkpoint as the C++ core writes it (state.h's JSON: the configuration
+          fingerprint, the epoch, the global positions consumed, and a CRC-32). It is what
+          load_state_dict reads; the other entries are readable copies that must agree with it.
         * ``epoch``: the epoch in progress.
         * ``consumed``: global positions of that epoch's order the job has read, all ranks
           together: a view started at C whose iterator handed out k indices on each rank gives
           C + k * world_size (the same on every rank, so rank 0 can save it). Counted from what
           this sampler's iterator yielded; a DataLoader with workers prefetches ahead of training.
-        * ``size``, ``world_size``, ``seed``, ``shuffle``, ``drop_last``, ``order``,
-          ``randperm``: the configuration, which load_state_dict requires to match.
+        * ``world_size``: the number of ranks of the job that saved it, for information: any
+          number of ranks resumes from it.
+        * ``algorithm_version``, ``size``, ``seed``, ``shuffle``, ``drop_last``, ``uneven``,
+          ``order``, ``randperm``, ``feistel_rounds``: the configuration fingerprint, which the
+          loading sampler must have (randperm only matters for the torch order and
+          feistel_rounds for the feistel order; the other is normalized).
         """
         if self._progress is not None and not self._explicit:
             consumed = self._progress.start + self._progress.count * self.num_replicas
         else:
             consumed = self._resume_at
+        state = _core.make_state(self._core, self._epoch, consumed)
+        readable = {key: getattr(state.config, key) for key in _FINGERPRINT_FIELDS}
         return {"version": STATE_VERSION, "epoch": self._epoch, "consumed": consumed,
-                **self._config}
+                "world_size": self.num_replicas, **readable,
+                "state": _core.state_to_json(state)}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Resumes from a state_dict(): the next iteration yields exactly the indices of the
-        state's epoch that were not consumed, none when it is complete (calling set_epoch with
-        that same epoch keeps the position; another epoch starts from its beginning). With
-        auto_epoch, a complete state without a set_epoch call reads as a finished iteration: the
-        next one advances to the following epoch. Raises ValueError, changing nothing, when the
-        state is malformed or was saved under another configuration.
+        """Resumes from a state_dict(), saved with this or any other number of ranks: the next
+        iteration yields this rank's share of the global positions of the state's epoch not yet
+        consumed (the elastic rule), none when it is complete. Calling set_epoch with that same
+        epoch keeps the position; another epoch starts from its beginning. With auto_epoch, a
+        complete state without a set_epoch call reads as a finished iteration: the next one
+        advances to the following epoch.
+
+        Raises ValueError, changing nothing, when the state is malformed, corrupt (its checksum
+        fails, or a readable entry disagrees with the checksummed state) or was saved under
+        another configuration; the message names the field. Version-1 states (issue 3's, no
+        checksum) are read too.
         """
         if not isinstance(state, dict):
             raise ValueError(f"state must be a dict from state_dict(), not {type(state).__name__}")
-        missing = [key for key in ("version", "epoch", "consumed") + _CONFIG_FIELDS
-                   if key not in state]
-        if missing:
-            raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
-        version = state["version"]
-        if type(version) is not int or version != STATE_VERSION:
-            raise ValueError(f"state version = {version!r} is not supported; allowed: "
+        version = state.get("version")
+        if type(version) is int and version == 1:
+            core_state = self._from_version_1(state)
+        elif type(version) is int and version == STATE_VERSION:
+            core_state = self._from_version_2(state)
+        else:
+            raise ValueError(f"state version = {version!r} is not supported; allowed: 1, "
                              f"{STATE_VERSION}")
-        for key in _CONFIG_FIELDS:
-            if state[key] != self._config[key] or type(state[key]) is not type(self._config[key]):
-                hint = (" (resuming with another world size is not supported yet)"
-                        if key == "world_size" else "")
-                raise ValueError(f"state {key} = {state[key]!r} does not match this sampler's "
-                                 f"{key} = {self._config[key]!r}{hint}")
-        epoch, consumed = state["epoch"], state["consumed"]
-        if type(epoch) is not int or not 0 <= epoch <= _EPOCH_MAX:
-            raise ValueError(f"state epoch = {epoch!r} is out of range; allowed: an int in "
-                             "[0, 2^64 - 1]")
-        size, world_size = self._config["size"], self._config["world_size"]
-        limit = size if self._config["drop_last"] else size + world_size - 1
-        if type(consumed) is not int or not 0 <= consumed <= limit:
-            raise ValueError(f"state consumed = {consumed!r} is out of range; allowed: an int in "
-                             f"[0, {limit}] for size = {size}, world_size = {world_size}")
-        complete = self._core.remaining(consumed) == 0
+        here = _core.fingerprint(self._core)
+        fields = _core.differing_fields(core_state.config, here)
+        if fields:
+            raise ValueError("state does not match this sampler's configuration: " + "; ".join(
+                f"state {key} = {core_state.config.field_value(key)} but this sampler's {key} = "
+                f"{here.field_value(key)}" for key in fields))
+        epoch, consumed = core_state.epoch, core_state.consumed
+        complete = self._core.remaining(min(consumed, self._config["size"])) == 0
         self._epoch = epoch
         self._resume_at = consumed
         self._explicit = not complete
         # A complete epoch reads as a finished iteration, so state_dict() gives the state back.
         self._progress = _Progress(consumed) if complete else None
+
+    def _from_version_2(self, state: Dict[str, Any]) -> "_core.SamplerState":
+        missing = [key for key in ("state", "epoch", "consumed", "world_size")
+                   + _FINGERPRINT_FIELDS if key not in state]
+        if missing:
+            raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
+        text = state["state"]
+        if type(text) is not str:
+            raise ValueError(f"state state = {text!r} is not the state's JSON text")
+        core_state = _core.state_from_json(text)  # ValueError on a corrupt or foreign state
+        expected = {"epoch": core_state.epoch, "consumed": core_state.consumed,
+                    **{key: getattr(core_state.config, key) for key in _FINGERPRINT_FIELDS}}
+        for key, value in expected.items():
+            if state[key] != value or type(state[key]) is not type(value):
+                raise ValueError(f"state {key} = {state[key]!r} disagrees with the checksummed "
+                                 f"state's {key} = {value!r} (the 'state' entry): the state was "
+                                 "edited or is corrupt")
+        world_size = state["world_size"]
+        if type(world_size) is not int or world_size < 1:
+            raise ValueError(f"state world_size = {world_size!r} is not a positive int")
+        return core_state
+
+    def _from_version_1(self, state: Dict[str, Any]) -> "_core.SamplerState":
+        missing = [key for key in ("epoch", "consumed") + _V1_CONFIG_FIELDS if key not in state]
+        if missing:
+            raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
+        for key in (k for k in _V1_CONFIG_FIELDS if k != "world_size"):  # any world size loads
+            value = self._config[key]
+            if state[key] != value or type(state[key]) is not type(value):
+                raise ValueError(f"state {key} = {state[key]!r} does not match this sampler's "
+                                 f"{key} = {value!r}")
+        epoch, consumed, world_size = state["epoch"], state["consumed"], state["world_size"]
+        if type(world_size) is not int or world_size < 1:
+            raise ValueError(f"state world_size = {world_size!r} is not a positive int")
+        if type(epoch) is not int or not 0 <= epoch <= _EPOCH_MAX:
+            raise ValueError(f"state epoch = {epoch!r} is out of range; allowed: an int in "
+                             "[0, 2^64 - 1]")
+        size = self._config["size"]
+        limit = size if self.drop_last else size + world_size - 1
+        if type(consumed) is not int or not 0 <= consumed <= limit:
+            raise ValueError(f"state consumed = {consumed!r} is out of range; allowed: an int in "
+                             f"[0, {limit}] for size = {size}, world_size = {world_size}")
+        return _core.make_state(self._core, epoch, consumed)

@@ -42,6 +42,10 @@ std::vector<SamplerState> sample_states() {
   out.push_back({fingerprint(o), UINT64_MAX, (uint64_t{1} << 63) - 5});
   o.seed = Seed(INT64_MIN);
   out.push_back({fingerprint(o), 1, 1});
+  SamplerOptions uneven = options_of(1001, 3, 0, OrderKind::kTorch, false);
+  uneven.uneven = true;
+  uneven.seed = 5;
+  out.push_back({fingerprint(uneven), 2, 500});
   return out;
 }
 
@@ -85,6 +89,36 @@ TEST(State, ReadsStatesWrittenFromTheFormatDescription) {
   EXPECT_EQ(feistel.config.feistel_rounds, 8);
   EXPECT_TRUE(feistel.config.drop_last);
   EXPECT_EQ(feistel.config.seed, Seed(UINT64_MAX));
+  for (const SamplerState& s : {torch, classic, feistel}) EXPECT_FALSE(s.config.uneven);
+  // Written after the uneven flag (flags bit 3) was added, by the same independent encoder.
+  const SamplerState uneven = decode_state(read_file(dir + "uneven.bin"));
+  EXPECT_TRUE(uneven.config.uneven);
+  EXPECT_FALSE(uneven.config.drop_last);
+  EXPECT_EQ(uneven.config.size, 1001u);
+  EXPECT_EQ(uneven.consumed, 500u);
+  EXPECT_EQ(uneven, sample_states().back());
+  EXPECT_EQ(encode_state(uneven), read_file(dir + "uneven.bin"));
+  EXPECT_EQ(state_from_json(read_file(dir + "uneven.json")), uneven);
+}
+
+// States without the uneven flag are encoded exactly as before it existed (the same bytes, JSON
+// without the key), so format version 1 still means one thing for them.
+TEST(State, UnevenIsFlagsBitThreeAndAbsentFromJsonWhenFalse) {
+  SamplerOptions o = options_of(10, 2, 0, OrderKind::kTorch, false);
+  const std::string plain = encode_state({fingerprint(o), 0, 0});
+  EXPECT_EQ(static_cast<unsigned char>(plain[18]), 1u);
+  EXPECT_EQ(state_to_json({fingerprint(o), 0, 0}).find("uneven"), std::string::npos);
+  o.uneven = true;
+  const std::string uneven = encode_state({fingerprint(o), 0, 0});
+  EXPECT_EQ(static_cast<unsigned char>(uneven[18]), 1u | 8u);
+  EXPECT_EQ(plain.substr(0, 18), uneven.substr(0, 18));
+  EXPECT_EQ(plain.substr(19, 37), uneven.substr(19, 37));
+  EXPECT_NE(state_to_json({fingerprint(o), 0, 0}).find("\"uneven\": true"), std::string::npos);
+  // An explicit false is read too.
+  std::string json =
+      state_to_json({fingerprint(options_of(10, 2, 0, OrderKind::kTorch, false)), 0, 0});
+  json.replace(json.find("\"order\""), 0, "\"uneven\": false, ");
+  EXPECT_FALSE(state_from_json(json).config.uneven);
 }
 
 TEST(State, FingerprintIsNormalizedAndIgnoresWorldSizeAndRank) {
@@ -99,6 +133,10 @@ TEST(State, FingerprintIsNormalizedAndIgnoresWorldSizeAndRank) {
   b.feistel_rounds = 9;
   EXPECT_EQ(differing_fields(fingerprint(a), fingerprint(b)),
             std::vector<std::string>{"feistel_rounds"});
+  b.feistel_rounds = a.feistel_rounds;
+  b.uneven = true;
+  EXPECT_EQ(differing_fields(fingerprint(a), fingerprint(b)), std::vector<std::string>{"uneven"});
+  EXPECT_EQ(field_value(fingerprint(b), "uneven"), "true");
 }
 
 TEST(State, ByteLayoutIsFixed) {
@@ -192,6 +230,11 @@ TEST(State, ForeignVersionsAndInvalidFieldsAreRejectedByName) {
             std::string::npos);
   EXPECT_NE(message_of([&] { decode_state(resealed(good, 16, 0x00100000)); }).find("flags = 16"),
             std::string::npos);
+  // uneven (bit 3) with drop_last (bit 1): the two exclude each other.
+  EXPECT_NE(message_of([&] {
+              decode_state(resealed(good, 16, 0x000b0000));
+            }).find("uneven = true with drop_last = true"),
+            std::string::npos);
   EXPECT_NE(message_of([&] { decode_state(resealed(good, 20, 1)); }).find("reserved"),
             std::string::npos);
   // seed marked negative, bits positive.
@@ -229,6 +272,17 @@ TEST(State, BadJsonIsRejectedWithTheReason) {
               state_from_json(replaced("\"version\": 1", "\"version\": 2"));
             }).find("format version 2"),
             std::string::npos);
+  EXPECT_NE(
+      message_of([&] {
+        state_from_json(replaced("\"drop_last\": false", "\"drop_last\": false, \"uneven\": 1"));
+      }).find("uneven = 1 is not true or false"),
+      std::string::npos);
+  // A state edited to uneven fails its checksum (the flag is in the encoding the CRC covers).
+  EXPECT_NE(
+      message_of([&] {
+        state_from_json(replaced("\"drop_last\": false", "\"drop_last\": false, \"uneven\": true"));
+      }).find("checksum mismatch"),
+      std::string::npos);
   EXPECT_NE(message_of([&] { state_from_json(good + "x"); }).find("trailing"), std::string::npos);
   EXPECT_NE(message_of([&] { state_from_json(good.substr(0, good.size() - 1)); }).find("JSON"),
             std::string::npos);
@@ -282,6 +336,11 @@ TEST(State, DisagreementNamesFieldsValuesAndRanks) {
   EXPECT_EQ(describe_disagreement(f),
             "size differs across ranks: 10 on ranks 0, 1, 2; 11 on rank 3\n"
             "seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1");
+  f[0].uneven = f[2].uneven = true;
+  EXPECT_NE(describe_disagreement(f).find(
+                "uneven differs across ranks: true on ranks 0, 2; false on ranks 1, 3"),
+            std::string::npos)
+      << describe_disagreement(f);
 }
 
 // ---- The elastic rule across resumes: a randomized simulation. ----

@@ -107,3 +107,73 @@ def check(log_dir, runs, cli, size, seed, order, drop_last, epochs):
         if count != expected:
             problems.append(f"epoch {e}: the padding is not the order's first {padding}")
     return problems
+
+
+def planned_steps(size, world, batch, epochs, epoch, consumed, drop_last):
+    """Steps a run of `world` ranks started at (epoch, consumed) takes if nothing stops it:
+    ceil(share / batch) per epoch left."""
+    steps = 0
+    for e in range(epoch, epochs):
+        left = max(size - (consumed if e == epoch else 0), 0)
+        share = left // world if drop_last else -(-left // world)
+        steps += -(-share // batch)
+    return steps
+
+
+def assert_detects_broken_logs(log_dir, runs, *check_args):
+    """The check must be able to fail: replaying one sample of the last run (an overlap) or
+    losing one (a gap) in its first step is reported. Restores the log afterwards."""
+    last = os.path.join(log_dir, f"run{runs - 1}.rank0.log")
+    with open(last) as f:
+        lines = f.readlines()
+    if not lines:
+        return
+    try:
+        for broken in (lines[:1] + lines, lines[1:]):
+            with open(last, "w") as f:
+                f.writelines(broken)
+            assert check(log_dir, runs, *check_args), "a broken log passed the check"
+    finally:
+        with open(last, "w") as f:
+            f.writelines(lines)
+
+
+def kill_and_resume(launch, read_checkpoint, rng, work, worlds, size, seed, order, drop_last,
+                    cli, killed_marker):
+    """One job over `worlds` (one run per world size, each resumed from the last checkpoint):
+    every run but the last SIGKILLs a random rank at a random step; then checks exactly-once
+    across the kills. launch(world, extra_args) runs the job's program and returns a
+    CompletedProcess; read_checkpoint(ckpt) gives (epoch, consumed); the program takes
+    --size/--seed/--order/--batch/--epochs/--checkpoint/--log-dir/--checkpoint-every/--drop-last,
+    --run and --kill-rank/--kill-step (mpi_checkpoint.cc, torch_checkpoint.py)."""
+    batch, epochs = rng.randint(1, 4), 2
+    ckpt = os.path.join(work, "ckpt")
+    common = ["--size", str(size), "--seed", str(seed), "--order", order, "--batch", str(batch),
+              "--epochs", str(epochs), "--checkpoint", ckpt, "--log-dir", work,
+              "--checkpoint-every", str(rng.randint(1, 6))] + (["--drop-last"] if drop_last else [])
+    print(f"  size {size} seed {seed} order {order} drop_last {drop_last} batch {batch} "
+          f"worlds {worlds}", flush=True)
+    runs = 0
+    for k, world in enumerate(worlds):
+        args = common + ["--run", str(k)]
+        epoch, consumed = read_checkpoint(ckpt) if os.path.exists(ckpt) else (0, 0)
+        steps = planned_steps(size, world, batch, epochs, epoch, consumed, drop_last)
+        killed = k + 1 < len(worlds) and steps >= 2
+        where = f"  run {k}: {world} ranks from epoch {epoch} consumed {consumed}, "
+        if killed:
+            kill_rank, kill_step = rng.randrange(world), rng.randint(1, steps - 1)
+            args += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_step)]
+            print(where + f"rank {kill_rank} killed at step {kill_step} of {steps}", flush=True)
+        else:
+            print(where + "to the end", flush=True)
+        r = launch(world, args)
+        runs += 1
+        if killed:
+            assert r.returncode != 0, f"run {k} was not killed:\n{r.stdout}{r.stderr}"
+            assert killed_marker in r.stdout + r.stderr, r.stdout + r.stderr
+        else:
+            assert r.returncode == 0, f"run {k} failed:\n{r.stdout}{r.stderr}"
+            break
+    problems = check(work, runs, cli, size, seed, order, drop_last, epochs)
+    assert not problems, "\n".join(problems)
+    assert_detects_broken_logs(work, runs, cli, size, seed, order, drop_last, epochs)

@@ -25,56 +25,11 @@ def mpirun(np_, args, timeout=120):
 
 
 def kill_and_resume(train, cli, rng, order, drop_last, work):
-    size, batch, epochs, seed = rng.randint(200, 700), rng.randint(1, 4), 2, rng.randint(0, 99)
+    size, seed = rng.randint(200, 700), rng.randint(0, 99)
     worlds = [4] + rng.sample([1, 2, 3, 5, 6], 2)  # three runs, each on a new world size
-    common = ["--size", str(size), "--seed", str(seed), "--order", order, "--batch", str(batch),
-              "--epochs", str(epochs), "--checkpoint", os.path.join(work, "ckpt"),
-              "--log-dir", work, "--checkpoint-every", str(rng.randint(1, 6))]
-    if drop_last:
-        common.append("--drop-last")
-    print(f"  size {size} seed {seed} order {order} drop_last {drop_last} batch {batch} "
-          f"worlds {worlds}")
-    ckpt = os.path.join(work, "ckpt")
-    runs = 0
-    for k, world in enumerate(worlds):
-        args = [train] + common + ["--run", str(k)]
-        epoch, consumed = exactly_once.read_state(ckpt) if os.path.exists(ckpt) else (0, 0)
-        # Steps this run takes if nothing stops it: ceil(share / batch) per epoch left.
-        steps = 0
-        for e in range(epoch, epochs):
-            left = size - (consumed if e == epoch else 0)
-            share = max(left, 0) // world if drop_last else -(-max(left, 0) // world)
-            steps += -(-share // batch)
-        killed = k + 1 < len(worlds) and steps >= 2
-        if killed:
-            kill_rank, kill_step = rng.randrange(world), rng.randint(1, steps - 1)
-            args += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_step)]
-            print(f"  run {k}: {world} ranks from epoch {epoch} consumed {consumed}, "
-                  f"rank {kill_rank} killed at step {kill_step} of {steps}")
-        else:
-            print(f"  run {k}: {world} ranks from epoch {epoch} consumed {consumed}, to the end")
-        r = mpirun(world, args)
-        runs += 1
-        if killed:
-            assert r.returncode != 0, f"run {k} was not killed:\n{r.stdout}{r.stderr}"
-            assert "signal 9" in r.stdout + r.stderr, r.stdout + r.stderr
-        else:
-            assert r.returncode == 0, f"run {k} failed:\n{r.stdout}{r.stderr}"
-            break
-    problems = exactly_once.check(work, runs, cli, size, seed, order, drop_last, epochs)
-    assert not problems, "\n".join(problems)
-    # The check must be able to fail: replaying one sample of the last run (an overlap) or losing
-    # one (a gap) in its first step is reported.
-    last = os.path.join(work, f"run{runs - 1}.rank0.log")
-    with open(last) as f:
-        lines = f.readlines()
-    if lines:
-        for broken in (lines[:1] + lines, lines[1:]):
-            with open(last, "w") as f:
-                f.writelines(broken)
-            assert exactly_once.check(work, runs, cli, size, seed, order, drop_last, epochs)
-        with open(last, "w") as f:
-            f.writelines(lines)
+    exactly_once.kill_and_resume(lambda world, args: mpirun(world, [train] + args),
+                                 exactly_once.read_state, rng, work, worlds, size, seed, order,
+                                 drop_last, cli, "signal 9")
 
 
 def mismatch(train, work):

@@ -279,22 +279,46 @@ def test_a_complete_epoch_resumes_with_nothing_left_then_moves_on():
 def test_state_fields():
     sampler = DistributedSampler(range(10), 2, 1, seed=-5, drop_last=True, order="feistel")
     state = sampler.state_dict()
-    assert state == {"version": STATE_VERSION, "epoch": 0, "consumed": 0, "size": 10,
-                     "world_size": 2, "seed": -5, "shuffle": True, "drop_last": True,
-                     "order": "feistel", "randperm": "classic"}
+    text = state.pop("state")
+    # Normalized fingerprint: randperm applies to the torch order only.
+    assert state == {"version": STATE_VERSION, "epoch": 0, "consumed": 0, "world_size": 2,
+                     "algorithm_version": 1, "size": 10, "seed": -5, "shuffle": True,
+                     "drop_last": True, "uneven": False, "order": "feistel",
+                     "randperm": "current", "feistel_rounds": 8}
+    assert json.loads(text)["crc32"] == _core.crc32(_core.encode_state(_core.make_state(
+        sampler._core, 0, 0))[:56])
+
+
+def good_state():
+    sampler = DistributedSampler(range(10), 2, 0, seed=3)
+    sampler.set_epoch(2)
+    take(iter(sampler), 2)
+    return sampler.state_dict()
 
 
 def bad_states():
-    good = DistributedSampler(range(10), 2, 0, seed=3).state_dict()
-    edits = {"version": [2, 0, "1", None], "epoch": [-1, 2**64, 1.0, "3"],
-             "consumed": [-1, 12, True, 3.5], "size": [11], "world_size": [3],
-             "seed": [4, 3.0], "shuffle": [False, 1], "drop_last": [True],
-             "order": ["feistel"], "randperm": ["current"]}
+    good = good_state()
+    # Readable entries that disagree with the checksummed state, and malformed ones.
+    edits = {"version": [3, 0, "2", None], "epoch": [-1, 2**64, 1.0, "2", 3],
+             "consumed": [-1, 12, True, 4.0, 5], "size": [11], "seed": [4, 3.0],
+             "shuffle": [False, 1], "drop_last": [True], "uneven": [True, 0],
+             "order": ["feistel"], "randperm": ["current"], "feistel_rounds": [24],
+             "algorithm_version": [2], "world_size": [0, "2", 2.0, None]}
     for key, values in edits.items():
         for value in values:
             yield key, {**good, key: value}
         yield key, {k: v for k, v in good.items() if k != key}
-    yield "state", [1, 2]
+    yield "state must be a dict", [1, 2]
+    yield ("state state = .* is not the state's JSON text",
+           {**good, "state": json.loads(good["state"])})
+    # The checksummed text edited, corrupted, truncated, or from a foreign format version.
+    text = good["state"]
+    for reason, edited in [("checksum mismatch", text.replace('"consumed": 4', '"consumed": 6')),
+                           ("checksum mismatch", text.replace('"seed": 3', '"seed": 4')),
+                           ("JSON expects .}.", text[:-1]), ("JSON has trailing", text + "x"),
+                           ("format version 2", text.replace('"version": 1', '"version": 2')),
+                           ("JSON expects '{'", "")]:
+        yield "state: " + reason, {**good, "state": edited}
 
 
 @pytest.mark.parametrize("key,state", list(bad_states()))
@@ -311,6 +335,101 @@ def test_a_bad_state_is_rejected_and_changes_nothing(key, state):
     rest.load_state_dict(before)
     rest.set_epoch(2)
     assert before["consumed"] == 4 and len(list(rest)) == len(sampler) - 2
+
+
+@pytest.mark.parametrize("field,value", [("seed", 4), ("shuffle", False), ("drop_last", True),
+                                         ("order", "feistel")])
+def test_a_state_of_another_configuration_is_rejected_naming_the_field(field, value):
+    config = dict(seed=3, shuffle=True, drop_last=False, order="torch")
+    state = good_state()
+    other = DistributedSampler(range(10), 3, 1, **{**config, field: value})
+    before = other.state_dict()
+    with pytest.raises(ValueError, match=f"state {field} = .* but this sampler's {field} = "):
+        other.load_state_dict(state)
+    assert other.state_dict() == before
+    other = DistributedSampler(range(11), 3, 1, **config)
+    with pytest.raises(ValueError, match="state size = 10 but this sampler's size = 11"):
+        other.load_state_dict(state)
+
+
+def global_order(size, epoch, **config):
+    whole = DistributedSampler(range(size), 1, 0, **config)
+    whole.set_epoch(epoch)
+    return list(whole)
+
+
+@pytest.mark.parametrize("trial", range(40))
+def test_resuming_on_another_world_size_reads_the_rest_exactly_once(trial):
+    """The elastic rule end to end in one process: W ranks read k samples each, save, and W2
+    ranks resume (several times over); every rank's indices are the order's global positions
+    C + r, C + r + W2, ..., and all reads together are every index once (plus PyTorch's padding
+    from the order's start in the final step, or minus a tail shorter than the last W with
+    drop_last)."""
+    rng = random.Random(11000 + trial)
+    size = rng.choice([rng.randrange(0, 40), rng.randrange(40, 3000)])
+    config = dict(seed=rng.randrange(-5, 2**40), shuffle=rng.random() < 0.9,
+                  drop_last=rng.random() < 0.5, order=rng.choice(["torch", "feistel"]))
+    epoch = rng.randrange(3)
+    order = global_order(size, epoch, **config)
+    reads, state, world, final_world = [], None, None, 1
+    runs = rng.randrange(1, 5)
+    for resume in range(runs):
+        world = rng.randrange(1, 17)
+        ranks = [DistributedSampler(range(size), world, r, **config) for r in range(world)]
+        iterators = []
+        for rank, sampler in enumerate(ranks):
+            if state is not None:
+                sampler.load_state_dict(json.loads(json.dumps(state)))
+            sampler.set_epoch(epoch)
+            iterators.append(iter(sampler))
+        start = 0 if state is None else state["consumed"]
+        last = resume == runs - 1 or rng.random() < 0.3
+        share = len(ranks[0]) if state is None else ranks[0]._core.remaining(min(start, size))
+        k = share if last else rng.randrange(share + 1)
+        for rank, it in enumerate(iterators):
+            got = take(it, k)
+            assert got == [order[(start + rank + i * world) % size] for i in range(k)]
+            reads += got
+        final_world = world if k else final_world  # the run that took the final step
+        states = [sampler.state_dict() for sampler in ranks]
+        assert all(s == states[0] for s in states)
+        state = states[0]
+        assert state["consumed"] == start + k * world and state["world_size"] == world
+        if last:
+            break
+    if not config["drop_last"]:
+        # Global positions [0, T) with position p reading order[p mod n]; T - n < the last W.
+        assert 0 <= len(reads) - size < final_world
+        assert sorted(reads) == sorted(order[p % size] for p in range(len(reads)))
+    else:
+        assert len(set(reads)) == len(reads)
+        unread = size - len(reads)
+        assert unread < world or unread == 0
+        assert set(reads) == set(order[:len(reads)])
+
+
+def test_a_version_1_state_loads_on_any_world_size():
+    """Issue 3's dict (no checksum) is converted; its configuration must still match."""
+    v1 = {"version": 1, "epoch": 1, "consumed": 6, "size": 20, "world_size": 3, "seed": 7,
+          "shuffle": True, "drop_last": False, "order": "feistel",
+          "randperm": DistributedSampler(range(1), 1, 0).state_dict()["randperm"]}
+    order = global_order(20, 1, seed=7, order="feistel")
+    for world in (3, 2, 5):
+        reads = []
+        for rank in range(world):
+            sampler = DistributedSampler(range(20), world, rank, seed=7, order="feistel")
+            sampler.load_state_dict(v1)
+            sampler.set_epoch(1)
+            reads.append(list(sampler))
+            assert reads[-1] == [order[(6 + rank + i * world) % 20]
+                                 for i in range(len(reads[-1]))]
+        total = sum(map(len, reads))
+        assert sorted(sum(reads, [])) == sorted(order[p % 20] for p in range(6, 6 + total))
+    sampler = DistributedSampler(range(20), 2, 0, seed=8, order="feistel")
+    with pytest.raises(ValueError, match="state seed = 7 does not match"):
+        sampler.load_state_dict(v1)
+    with pytest.raises(ValueError, match="state consumed = 23"):
+        sampler.load_state_dict({**v1, "seed": 8, "consumed": 23})
 
 
 def test_feistel_order_matches_the_cli(cli):
