@@ -40,6 +40,34 @@ peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).gro
 print(json.dumps({"seconds": seconds, "count": len(indices), "digest": digest, "peak_kb": peak_kb}))
 """
 
+# Ours through the Python package: "list" is PyTorch's workload (set_epoch + list(iter())),
+# "indices" the bulk path (one int64 array), "import" only the imports (the memory floor).
+OURS_PYTHON = r"""
+import json, re, sys, time
+import numpy as np
+from distsampler.torch import DistributedSampler
+mode, order = sys.argv[1:3]
+n, w, rank = (int(a) for a in sys.argv[3:6])
+class Sized:
+    def __len__(self):
+        return n
+sampler = DistributedSampler(Sized(), num_replicas=w, rank=rank, shuffle=True, seed=0, order=order)
+start = time.perf_counter()
+if mode == "list":
+    sampler.set_epoch(0)
+    a = list(iter(sampler))
+elif mode == "indices":
+    a = sampler.indices(0)
+else:
+    a = []
+seconds = time.perf_counter() - start
+a = np.asarray(a, dtype=np.uint64)
+weights = (np.arange(len(a), dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
+digest = int((a * weights).sum())
+peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
+print(json.dumps({"seconds": seconds, "count": len(a), "digest": digest, "peak_kb": peak_kb}))
+"""
+
 TORCH_RANDPERM = r"""
 import json, re, sys, time
 import numpy as np
@@ -58,9 +86,9 @@ print(json.dumps({"seconds": seconds, "count": n, "digest": digest, "peak_kb": p
 """
 
 
-def run(command):
+def run(command, env=None):
     """Runs one workload; returns its JSON report plus peak_mb (peak RSS of the process)."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out = proc.stdout.read()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -132,6 +160,7 @@ def main():
          "| feistel vs PyTorch | memory vs PyTorch |")
     emit("|---|---|---|---|---|---|---|---|---|---|---|")
     headline = {}
+    first_table = {}
     for n in (10**6, 10**7, 10**8, 10**9, 10**10):
         theirs = lib = ours_torch = None
         notes = []
@@ -151,6 +180,7 @@ def main():
         mem = f"{100 * ours['peak_mb'] / theirs['peak_mb']:.2f}%" if theirs else "-"
         emit(f"| {fmt_n(n)} | {' | '.join(cell(theirs))} | {' | '.join(cell(lib))} | "
              f"{' | '.join(cell(ours_torch))} | {' | '.join(cell(ours))} | {ratio} | {mem} |")
+        first_table[n] = {"torch": theirs, "ours torch": ours_torch, "ours feistel": ours}
         if n == 10**8:
             headline = {"theirs": theirs, "ours": ours}
     emit()
@@ -234,8 +264,36 @@ def main():
         emit(f"| {order} | {fmt_s(seconds)} | {(10**8 // W) / seconds / 1e6:.0f} M | "
              f"{int(peak_kb) / 1024:.0f} MB |")
     emit()
-    emit("The Python iterator's throughput is not measured here yet (the binding is another "
-         "change).")
+
+    emit("## The Python package, end to end")
+    emit()
+    emit("One rank's share (W = 8, rank 0) through `distsampler.torch.DistributedSampler`: "
+         "`set_epoch(0)` + `list(iter(sampler))`, the PyTorch workload of the first table, whose "
+         "PyTorch rows this table repeats (same run); and the bulk path `sampler.indices(0)`, "
+         "one int64 numpy array. Peak is the process's peak RSS: importing torch alone takes "
+         "most of it (first row). Digests equal the C++ rows of the first table (same bits).")
+    emit()
+    emit("| n | workload | time | indices per second | peak | vs PyTorch |")
+    emit("|---|---|---|---|---|---|")
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.build, "python"))
+    floor = run([py, "-c", OURS_PYTHON, "import", "feistel", "1", "1", "0"], env=env)
+    emit(f"| - | `import distsampler.torch` (and torch) only | - | - | {floor['peak_mb']:.0f} MB "
+         "| - |")
+    for n in (10**7, 10**8):
+        theirs = first_table[n]["torch"]
+        rows = [("PyTorch `DistributedSampler`, list(iter())", theirs, None)]
+        for mode in ("list", "indices"):
+            for order in ("torch", "feistel"):
+                r = run([py, "-c", OURS_PYTHON, mode, order, str(n), str(W), "0"], env=env)
+                reference = first_table[n][f"ours {order}"]
+                if r["digest"] != reference["digest"] or r["count"] != reference["count"]:
+                    raise RuntimeError(f"Python {mode} {order} differs from C++ at n={n}")
+                what = ("list(iter())" if mode == "list" else "`indices(0)`")
+                rows.append((f"ours, {order} order, {what}", r, theirs))
+        for what, r, base in rows:
+            ratio = f"{base['seconds'] / r['seconds']:.0f}x faster" if base else "-"
+            emit(f"| {fmt_n(n)} | {what} | {fmt_s(r['seconds'])} | "
+                 f"{r['count'] / r['seconds'] / 1e6:.0f} M | {r['peak_mb']:.0f} MB | {ratio} |")
     emit()
 
     if headline:
