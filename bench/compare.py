@@ -4,6 +4,9 @@ docs/benchmarks.md. Run through `bash scripts/bench.sh`, or directly with Debian
 
     /usr/bin/python3 bench/compare.py --build build [--write docs/benchmarks.md] [--full]
 
+The last section runs the loader benchmark (bench/loader/loader_compare.py) when
+build/bin/loader_throughput exists (scripts/bench.sh builds it).
+
 Every workload runs in a fresh subprocess that times itself; its peak resident memory comes from
 os.wait4. PyTorch runs from Debian's python3-torch, libtorch from libtorch-dev.
 """
@@ -296,6 +299,24 @@ def main():
                  f"{r['count'] / r['seconds'] / 1e6:.0f} M | {r['peak_mb']:.0f} MB | {ratio} |")
     emit()
 
+    emit("## The loader: batches per second against torch's DataLoader")
+    emit()
+    loader_bin = os.path.join(bin_dir, "loader_throughput")
+    if os.path.exists(loader_bin):
+        emit("`bench/loader/loader_compare.py` (what it measures, and earlier runs: "
+             "[loader.md](loader.md#throughput-against-pytorch-benchloader)); its output:")
+        emit()
+        out = subprocess.run([py, os.path.join(os.path.dirname(__file__), "loader",
+                                               "loader_compare.py"), loader_bin],
+                             capture_output=True, text=True, check=True).stdout
+        emit("```")
+        for line in out.strip().splitlines():
+            emit(line)
+        emit("```")
+    else:
+        emit(f"Not run: {loader_bin} is not built (`bash scripts/bench.sh` builds it).")
+    emit()
+
     if headline:
         t, o = headline["theirs"], headline["ours"]
         emit(f"**Headline (n = 10^8, W = 8):** feistel {fmt_s(o['seconds'])} and "
@@ -316,9 +337,9 @@ def main():
 HEADER = """# Benchmarks
 
 Measured on {date} by `bash scripts/bench.sh` (which builds with
-`-DDISTSAMPLER_BUILD_BENCHMARKS=ON` and runs `/usr/bin/python3 bench/compare.py --build build
---write docs/benchmarks.md`); every number below comes from that one run, ours and PyTorch's side
-by side. Nothing here is a test: the tests check bits, never times.
+`-DDISTSAMPLER_BUILD_BENCHMARKS=ON`, builds `loader_throughput`, and runs `/usr/bin/python3
+bench/compare.py --build build --write docs/benchmarks.md`); every number below comes from that one
+run, ours and PyTorch's side by side. Nothing here is a test: the tests check bits, never times.
 
 Machine: {machine}. The machine is a shared 2-CPU virtual machine: other jobs ran at the same
 time, so single numbers can be off by tens of percent; the ratios are what matters.
