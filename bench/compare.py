@@ -22,6 +22,16 @@ import time
 W = 8
 MEMORY_CAP_BYTES = 16 * 2**30  # nothing that could exceed this is started
 
+# The end of every Python workload below: given `indices` and `seconds`, prints the JSON report
+# (the peak is read before the digest's temporary arrays exist).
+REPORT = r"""
+peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
+a = np.asarray(indices, dtype=np.uint64)
+weights = (np.arange(len(a), dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
+digest = int((a * weights).sum())
+print(json.dumps({"seconds": seconds, "count": len(a), "digest": digest, "peak_kb": peak_kb}))
+"""
+
 TORCH_SAMPLER = r"""
 import json, re, sys, time
 import numpy as np
@@ -36,13 +46,7 @@ start = time.perf_counter()
 sampler.set_epoch(0)
 indices = list(iter(sampler))
 seconds = time.perf_counter() - start
-# The workload's peak, before the digest's temporary arrays exist.
-peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
-a = np.asarray(indices, dtype=np.uint64)
-weights = (np.arange(len(a), dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
-digest = int((a * weights).sum())
-print(json.dumps({"seconds": seconds, "count": len(indices), "digest": digest, "peak_kb": peak_kb}))
-"""
+""" + REPORT
 
 # Ours through the Python package: "list" is PyTorch's workload (set_epoch + list(iter())),
 # "indices" the bulk path (one int64 array), "import" only the imports (the memory floor).
@@ -59,19 +63,13 @@ sampler = DistributedSampler(Sized(), num_replicas=w, rank=rank, shuffle=True, s
 start = time.perf_counter()
 if mode == "list":
     sampler.set_epoch(0)
-    a = list(iter(sampler))
+    indices = list(iter(sampler))
 elif mode == "indices":
-    a = sampler.indices(0)
+    indices = sampler.indices(0)
 else:
-    a = []
+    indices = []
 seconds = time.perf_counter() - start
-# The workload's peak, before the digest's temporary arrays exist.
-peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
-a = np.asarray(a, dtype=np.uint64)
-weights = (np.arange(len(a), dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
-digest = int((a * weights).sum())
-print(json.dumps({"seconds": seconds, "count": len(a), "digest": digest, "peak_kb": peak_kb}))
-"""
+""" + REPORT
 
 TORCH_RANDPERM = r"""
 import json, re, sys, time
@@ -83,12 +81,8 @@ g.manual_seed(0)
 start = time.perf_counter()
 perm = torch.randperm(n, generator=g)
 seconds = time.perf_counter() - start
-a = perm.numpy().astype(np.uint64)
-weights = (np.arange(n, dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
-digest = int((a * weights).sum())
-peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
-print(json.dumps({"seconds": seconds, "count": n, "digest": digest, "peak_kb": peak_kb}))
-"""
+indices = perm.numpy()
+""" + REPORT
 
 
 def run(command, env=None):
