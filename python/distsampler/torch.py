@@ -14,8 +14,9 @@ each epoch). Two differences, both opt-out:
 
 Indices are computed in C++ in chunks with the GIL released and handed out through
 ``itertools.chain`` (no Python code runs per index); no Python list of the dataset is ever built.
-``indices(epoch)`` returns a rank's whole share of an epoch as one numpy array. ``order="feistel"`` selects the random-access order: O(1) memory per rank whatever
-the dataset size (PyTorch's order needs the whole permutation on every rank).
+``indices(epoch)`` returns a rank's whole share of an epoch as one numpy array.
+``order="feistel"`` selects the random-access order: O(1) memory per rank whatever the dataset
+size (PyTorch's order needs the whole permutation on every rank).
 """
 import itertools
 import operator
