@@ -4,6 +4,9 @@ docs/benchmarks.md. Run through `bash scripts/bench.sh`, or directly with Debian
 
     /usr/bin/python3 bench/compare.py --build build [--write docs/benchmarks.md] [--full]
 
+The last section runs the loader benchmark (bench/loader/loader_compare.py) when
+build/bin/loader_throughput exists (scripts/bench.sh builds it).
+
 Every workload runs in a fresh subprocess that times itself; its peak resident memory comes from
 os.wait4. PyTorch runs from Debian's python3-torch, libtorch from libtorch-dev.
 """
@@ -19,6 +22,16 @@ import time
 W = 8
 MEMORY_CAP_BYTES = 16 * 2**30  # nothing that could exceed this is started
 
+# The end of every Python workload below: given `indices` and `seconds`, prints the JSON report
+# (the peak is read before the digest's temporary arrays exist).
+REPORT = r"""
+peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
+a = np.asarray(indices, dtype=np.uint64)
+weights = (np.arange(len(a), dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
+digest = int((a * weights).sum())
+print(json.dumps({"seconds": seconds, "count": len(a), "digest": digest, "peak_kb": peak_kb}))
+"""
+
 TORCH_SAMPLER = r"""
 import json, re, sys, time
 import numpy as np
@@ -33,12 +46,30 @@ start = time.perf_counter()
 sampler.set_epoch(0)
 indices = list(iter(sampler))
 seconds = time.perf_counter() - start
-a = np.asarray(indices, dtype=np.uint64)
-weights = (np.arange(len(a), dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
-digest = int((a * weights).sum())
-peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
-print(json.dumps({"seconds": seconds, "count": len(indices), "digest": digest, "peak_kb": peak_kb}))
-"""
+""" + REPORT
+
+# Ours through the Python package: "list" is PyTorch's workload (set_epoch + list(iter())),
+# "indices" the bulk path (one int64 array), "import" only the imports (the memory floor).
+OURS_PYTHON = r"""
+import json, re, sys, time
+import numpy as np
+from distsampler.torch import DistributedSampler
+mode, order = sys.argv[1:3]
+n, w, rank = (int(a) for a in sys.argv[3:6])
+class Sized:
+    def __len__(self):
+        return n
+sampler = DistributedSampler(Sized(), num_replicas=w, rank=rank, shuffle=True, seed=0, order=order)
+start = time.perf_counter()
+if mode == "list":
+    sampler.set_epoch(0)
+    indices = list(iter(sampler))
+elif mode == "indices":
+    indices = sampler.indices(0)
+else:
+    indices = []
+seconds = time.perf_counter() - start
+""" + REPORT
 
 TORCH_RANDPERM = r"""
 import json, re, sys, time
@@ -50,17 +81,13 @@ g.manual_seed(0)
 start = time.perf_counter()
 perm = torch.randperm(n, generator=g)
 seconds = time.perf_counter() - start
-a = perm.numpy().astype(np.uint64)
-weights = (np.arange(n, dtype=np.uint64) % np.uint64(1000)) + np.uint64(1)
-digest = int((a * weights).sum())
-peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
-print(json.dumps({"seconds": seconds, "count": n, "digest": digest, "peak_kb": peak_kb}))
-"""
+indices = perm.numpy()
+""" + REPORT
 
 
-def run(command):
+def run(command, env=None):
     """Runs one workload; returns its JSON report plus peak_mb (peak RSS of the process)."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out = proc.stdout.read()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -132,6 +159,7 @@ def main():
          "| feistel vs PyTorch | memory vs PyTorch |")
     emit("|---|---|---|---|---|---|---|---|---|---|---|")
     headline = {}
+    first_table = {}
     for n in (10**6, 10**7, 10**8, 10**9, 10**10):
         theirs = lib = ours_torch = None
         notes = []
@@ -151,6 +179,7 @@ def main():
         mem = f"{100 * ours['peak_mb'] / theirs['peak_mb']:.2f}%" if theirs else "-"
         emit(f"| {fmt_n(n)} | {' | '.join(cell(theirs))} | {' | '.join(cell(lib))} | "
              f"{' | '.join(cell(ours_torch))} | {' | '.join(cell(ours))} | {ratio} | {mem} |")
+        first_table[n] = {"torch": theirs, "ours torch": ours_torch, "ours feistel": ours}
         if n == 10**8:
             headline = {"theirs": theirs, "ours": ours}
     emit()
@@ -234,8 +263,55 @@ def main():
         emit(f"| {order} | {fmt_s(seconds)} | {(10**8 // W) / seconds / 1e6:.0f} M | "
              f"{int(peak_kb) / 1024:.0f} MB |")
     emit()
-    emit("The Python iterator's throughput is not measured here yet (the binding is another "
-         "change).")
+
+    emit("## The Python package, end to end")
+    emit()
+    emit("One rank's share (W = 8, rank 0) through `distsampler.torch.DistributedSampler`: "
+         "`set_epoch(0)` + `list(iter(sampler))`, the PyTorch workload of the first table, whose "
+         "PyTorch rows this table repeats (same run); and the bulk path `sampler.indices(0)`, "
+         "one int64 numpy array. Peak is the process's peak RSS: importing torch takes the first "
+         "row's; a list of Python ints adds about 40 bytes per index. Digests equal the C++ "
+         "rows of the first table (same bits).")
+    emit()
+    emit("| n | workload | time | indices per second | peak | vs PyTorch |")
+    emit("|---|---|---|---|---|---|")
+    env = dict(os.environ, PYTHONPATH=os.path.join(args.build, "python"))
+    floor = run([py, "-c", OURS_PYTHON, "import", "feistel", "1", "1", "0"], env=env)
+    emit(f"| - | `import distsampler.torch` (and torch) only | - | - | {floor['peak_mb']:.0f} MB "
+         "| - |")
+    for n in (10**7, 10**8):
+        theirs = first_table[n]["torch"]
+        rows = [("PyTorch `DistributedSampler`, list(iter())", theirs, None)]
+        for mode in ("list", "indices"):
+            for order in ("torch", "feistel"):
+                r = run([py, "-c", OURS_PYTHON, mode, order, str(n), str(W), "0"], env=env)
+                reference = first_table[n][f"ours {order}"]
+                if r["digest"] != reference["digest"] or r["count"] != reference["count"]:
+                    raise RuntimeError(f"Python {mode} {order} differs from C++ at n={n}")
+                what = ("list(iter())" if mode == "list" else "`indices(0)`")
+                rows.append((f"ours, {order} order, {what}", r, theirs))
+        for what, r, base in rows:
+            ratio = f"{base['seconds'] / r['seconds']:.0f}x faster" if base else "-"
+            emit(f"| {fmt_n(n)} | {what} | {fmt_s(r['seconds'])} | "
+                 f"{r['count'] / r['seconds'] / 1e6:.0f} M | {r['peak_mb']:.0f} MB | {ratio} |")
+    emit()
+
+    emit("## The loader: batches per second against torch's DataLoader")
+    emit()
+    loader_bin = os.path.join(bin_dir, "loader_throughput")
+    if os.path.exists(loader_bin):
+        emit("`bench/loader/loader_compare.py` (what it measures, and earlier runs: "
+             "[loader.md](loader.md#throughput-against-pytorch-benchloader)); its output:")
+        emit()
+        out = subprocess.run([py, os.path.join(os.path.dirname(__file__), "loader",
+                                               "loader_compare.py"), loader_bin],
+                             capture_output=True, text=True, check=True).stdout
+        emit("```")
+        for line in out.strip().splitlines():
+            emit(line)
+        emit("```")
+    else:
+        emit(f"Not run: {loader_bin} is not built (`bash scripts/bench.sh` builds it).")
     emit()
 
     if headline:
@@ -258,9 +334,9 @@ def main():
 HEADER = """# Benchmarks
 
 Measured on {date} by `bash scripts/bench.sh` (which builds with
-`-DDISTSAMPLER_BUILD_BENCHMARKS=ON` and runs `/usr/bin/python3 bench/compare.py --build build
---write docs/benchmarks.md`); every number below comes from that one run, ours and PyTorch's side
-by side. Nothing here is a test: the tests check bits, never times.
+`-DDISTSAMPLER_BUILD_BENCHMARKS=ON`, builds `loader_throughput`, and runs `/usr/bin/python3
+bench/compare.py --build build --write docs/benchmarks.md`); every number below comes from that one
+run, ours and PyTorch's side by side. Nothing here is a test: the tests check bits, never times.
 
 Machine: {machine}. The machine is a shared 2-CPU virtual machine: other jobs ran at the same
 time, so single numbers can be off by tens of percent; the ratios are what matters.

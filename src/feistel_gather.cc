@@ -2,9 +2,11 @@
 //
 // Lanes are evaluated in blocks of kBlock: rounds outside, lanes inside, so every inner loop is
 // straight-line 32-bit arithmetic (XOR, shifts, 32-bit multiplies) that the compiler vectorizes.
-// Cycle walking stays vectorized too: after a pass, the lanes whose value is still >= n are
-// compacted into a short list and only they are encrypted again, until none is left. For
-// 2^(k - 1) < n <= 2^k that costs fewer than one extra pass on average, never a pass per lane.
+// Cycle walking stays vectorized too: after a pass, the offsets (into the output) of the lanes
+// whose value is still >= n are compacted into a short list of 32-bit offsets, and only those
+// lanes are read back, encrypted again and rewritten, until none is left. For 2^(k - 1) < n <= 2^k
+// that costs fewer than one extra pass on average, never a pass per lane. Compacting 32-bit
+// offsets alone, 8 or 16 lanes per instruction, is what keeps the walk's bookkeeping cheap.
 //
 // One source, several instruction sets: the kernel is a force-inlined template instantiated in
 // functions carrying GCC/Clang target attributes (AVX2, AVX-512), picked at run time from what the
@@ -80,52 +82,55 @@ DISTSAMPLER_ALWAYS_INLINE void encrypt_lanes(const Key& key, uint32_t* left, uin
   }
 }
 
-// The cycle-walking queue: values still >= n and the offsets into `out` they belong to.
+// The cycle-walking queue: offsets into `out` whose value there is still >= n.
 struct Queue {
   // Walking passes run while kBlock or more are queued, and a block adds at most kBlock, so it
-  // never holds 2 * kBlock (plus 8 entries of slack that Compact may write past the end).
-  uint64_t value[2 * kBlock + 8];
-  uint64_t position[2 * kBlock + 8];
+  // never holds 2 * kBlock (plus 16 entries of slack that Compact may write past the end).
+  uint32_t position[2 * kBlock + 16];
   int size = 0;
 };
 
-// Compact*::run appends (values[j], position of lane j) to q for each j in [0, lanes) with
-// values[j] >= n, in order of j; the position of lane j is positions[j], or base + j when
-// positions is null. n is below 2^63. Which lanes walk, and in what order, changes no value.
+// A kernel call covers at most this many outputs, so that every offset fits the queue's 32 bits.
+constexpr uint64_t kMaxWindow = uint64_t{1} << 31;
+
+// Compact*::run appends to q the offset of lane j for each j in [0, lanes) with values[j] >= n,
+// in order of j; the offset of lane j is positions[j], or base + j when positions is null. n is
+// below 2^63. Which lanes walk, and in what order, changes no value.
 struct CompactScalar {
-  static void run(const uint64_t* values, const uint64_t* positions, uint64_t base, int lanes,
+  static void run(const uint64_t* values, const uint32_t* positions, uint32_t base, int lanes,
                   uint64_t n, Queue& q) {
     int size = q.size;
     for (int j = 0; j < lanes; ++j) {
-      q.value[size] = values[j];
-      q.position[size] = positions ? positions[j] : base + static_cast<uint64_t>(j);
+      q.position[size] = positions ? positions[j] : base + static_cast<uint32_t>(j);
       size += values[j] >= n;
     }
     q.size = size;
   }
 };
 
+// gather for count <= kMaxWindow.
 template <class Compact>
-DISTSAMPLER_ALWAYS_INLINE void gather_kernel(const Key& key, uint64_t first, uint64_t stride,
+DISTSAMPLER_ALWAYS_INLINE void gather_window(const Key& key, uint64_t first, uint64_t stride,
                                              uint64_t count, uint64_t* out) {
   // Zeroed once: lanes past a walking pass's count (rounded up to kStep) read defined values.
   alignas(64) uint32_t left[kBlock] = {};
   alignas(64) uint32_t right[kBlock] = {};
   alignas(64) uint64_t value[kBlock];
-  alignas(64) uint64_t position[kBlock];
+  alignas(64) uint32_t position[kBlock];
   Queue q;
   const int rb = key.right_bits;
   const uint32_t rm = key.right_mask;
   const uint64_t n = key.n;
-  // Re-encrypts the last `lanes` queued values, stores them, and queues those still >= n again.
+  // Re-encrypts the values at the last `lanes` queued offsets, stores them back, and queues
+  // those still >= n again.
   auto walk = [&](int lanes) {
     q.size -= lanes;
-    const uint64_t* v = q.value + q.size;
-    const uint64_t* p = q.position + q.size;
+    std::copy(q.position + q.size, q.position + q.size + lanes, position);
     for (int i = 0; i < lanes; ++i) {
-      position[i] = p[i];
-      left[i] = static_cast<uint32_t>(v[i] >> rb);
-      right[i] = static_cast<uint32_t>(v[i]) & rm;
+      const uint64_t v = out[position[i]];
+      left[i] = static_cast<uint32_t>(v >> rb);
+      right[i] = static_cast<uint32_t>(v) & rm;
+      DISTSAMPLER_SCALAR_LOOP();  // scalar loads: a vectorized gather is slower here
     }
     encrypt_lanes(key, left, right, lanes);
     for (int i = 0; i < lanes; ++i) value[i] = (static_cast<uint64_t>(left[i]) << rb) | right[i];
@@ -151,14 +156,25 @@ DISTSAMPLER_ALWAYS_INLINE void gather_kernel(const Key& key, uint64_t first, uin
     if (!walks) continue;
     // Cycle walking, batched across blocks so that its passes are full vectors too. The lanes of
     // the previous block are queued, not this one's: their stores have long retired.
-    if (base > 0) Compact::run(o - kBlock, nullptr, base - kBlock, kBlock, n, q);
+    if (base > 0)
+      Compact::run(o - kBlock, nullptr, static_cast<uint32_t>(base - kBlock), kBlock, n, q);
     while (q.size >= kBlock) walk(kBlock);
   }
   if (walks && count > 0) {
     const uint64_t last = (count - 1) / kBlock * kBlock;
-    Compact::run(out + last, nullptr, last, static_cast<int>(count - last), n, q);
+    Compact::run(out + last, nullptr, static_cast<uint32_t>(last), static_cast<int>(count - last),
+                 n, q);
   }
   while (q.size > 0) walk(std::min(q.size, kBlock));
+}
+
+template <class Compact>
+DISTSAMPLER_ALWAYS_INLINE void gather_kernel(const Key& key, uint64_t first, uint64_t stride,
+                                             uint64_t count, uint64_t* out) {
+  for (uint64_t done = 0; done < count; done += kMaxWindow) {
+    gather_window<Compact>(key, first + done * stride, stride, std::min(kMaxWindow, count - done),
+                           out + done);
+  }
 }
 
 void gather_portable(const Key& key, uint64_t first, uint64_t stride, uint64_t count,
@@ -176,78 +192,76 @@ void gather_portable(const Key& key, uint64_t first, uint64_t stride, uint64_t c
   __attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
 #endif
 
-// For each 4-bit mask, the 32-bit lane permutation that moves the selected 64-bit lanes first.
+// For each 8-bit mask, the permutation of eight 32-bit lanes that moves the selected ones first.
 struct CompactTable {
-  alignas(32) int32_t perm[16][8];
+  alignas(32) int32_t perm[256][8];
   constexpr CompactTable() : perm{} {
-    for (int m = 0; m < 16; ++m) {
+    for (int m = 0; m < 256; ++m) {
       int k = 0;
-      for (int b = 0; b < 4; ++b) {
-        if (m & (1 << b)) {
-          perm[m][2 * k] = 2 * b;
-          perm[m][2 * k + 1] = 2 * b + 1;
-          ++k;
-        }
+      for (int b = 0; b < 8; ++b) {
+        if (m & (1 << b)) perm[m][k++] = b;
       }
     }
   }
 };
 constexpr CompactTable kCompactTable{};
 
-// 4 lanes at a time: a signed 64-bit compare (values and n are below 2^63), a 4-bit mask, and the
-// permutation of kCompactTable that moves the selected lanes first.
+// 8 lanes at a time: two signed 64-bit compares (values and n are below 2^63), an 8-bit mask, and
+// the permutation of kCompactTable that moves the selected offsets first.
 struct CompactAvx2 {
-  DISTSAMPLER_TARGET_AVX2 static void run(const uint64_t* values, const uint64_t* positions,
-                                          uint64_t base, int lanes, uint64_t n, Queue& q) {
+  DISTSAMPLER_TARGET_AVX2 static void run(const uint64_t* values, const uint32_t* positions,
+                                          uint32_t base, int lanes, uint64_t n, Queue& q) {
     const __m256i limit = _mm256_set1_epi64x(static_cast<int64_t>(n) - 1);
-    __m256i iota = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<int64_t>(base)),
-                                    _mm256_setr_epi64x(0, 1, 2, 3));
-    const __m256i four = _mm256_set1_epi64x(4);
-    int size = q.size;
-    int j = 0;
-    for (; j + 4 <= lanes; j += 4) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + j));
-      const __m256i p =
-          positions ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(positions + j)) : iota;
-      const int mask = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, limit)));
-      const __m256i perm =
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompactTable.perm[mask]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.value + size),
-                          _mm256_permutevar8x32_epi32(v, perm));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.position + size),
-                          _mm256_permutevar8x32_epi32(p, perm));
-      size += __builtin_popcount(static_cast<unsigned>(mask));
-      iota = _mm256_add_epi64(iota, four);
-    }
-    q.size = size;
-    CompactScalar::run(values + j, positions ? positions + j : nullptr,
-                       base + static_cast<uint64_t>(j), lanes - j, n, q);
-  }
-};
-
-// 8 lanes at a time: compare into a mask register and compress values and positions (in
-// registers; the compressing store to memory is slow on some AMD cores).
-struct CompactAvx512 {
-  DISTSAMPLER_TARGET_AVX512 static void run(const uint64_t* values, const uint64_t* positions,
-                                            uint64_t base, int lanes, uint64_t n, Queue& q) {
-    const __m512i limit = _mm512_set1_epi64(static_cast<int64_t>(n));
-    __m512i iota = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(base)),
-                                    _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
-    const __m512i eight = _mm512_set1_epi64(8);
+    __m256i iota = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(base)),
+                                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i eight = _mm256_set1_epi32(8);
     int size = q.size;
     int j = 0;
     for (; j + 8 <= lanes; j += 8) {
-      const __m512i v = _mm512_loadu_si512(values + j);
-      const __m512i p = positions ? _mm512_loadu_si512(positions + j) : iota;
-      const __mmask8 mask = _mm512_cmpge_epu64_mask(v, limit);
-      _mm512_storeu_si512(q.value + size, _mm512_maskz_compress_epi64(mask, v));
-      _mm512_storeu_si512(q.position + size, _mm512_maskz_compress_epi64(mask, p));
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + j));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + j + 4));
+      const int mask =
+          _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v0, limit))) |
+          (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v1, limit))) << 4);
+      const __m256i p =
+          positions ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(positions + j)) : iota;
+      const __m256i perm =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompactTable.perm[mask]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.position + size),
+                          _mm256_permutevar8x32_epi32(p, perm));
       size += __builtin_popcount(static_cast<unsigned>(mask));
-      iota = _mm512_add_epi64(iota, eight);
+      iota = _mm256_add_epi32(iota, eight);
     }
     q.size = size;
     CompactScalar::run(values + j, positions ? positions + j : nullptr,
-                       base + static_cast<uint64_t>(j), lanes - j, n, q);
+                       base + static_cast<uint32_t>(j), lanes - j, n, q);
+  }
+};
+
+// 16 lanes at a time: two compares into mask registers, joined, and one compress of the 16
+// offsets (in registers; the compressing store to memory is slow on some AMD cores).
+struct CompactAvx512 {
+  DISTSAMPLER_TARGET_AVX512 static void run(const uint64_t* values, const uint32_t* positions,
+                                            uint32_t base, int lanes, uint64_t n, Queue& q) {
+    const __m512i limit = _mm512_set1_epi64(static_cast<int64_t>(n));
+    __m512i iota =
+        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base)),
+                         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    int size = q.size;
+    int j = 0;
+    for (; j + 16 <= lanes; j += 16) {
+      const __mmask8 low = _mm512_cmpge_epu64_mask(_mm512_loadu_si512(values + j), limit);
+      const __mmask8 high = _mm512_cmpge_epu64_mask(_mm512_loadu_si512(values + j + 8), limit);
+      const __mmask16 mask = _mm512_kunpackb(high, low);
+      const __m512i p = positions ? _mm512_loadu_si512(positions + j) : iota;
+      _mm512_storeu_si512(q.position + size, _mm512_maskz_compress_epi32(mask, p));
+      size += __builtin_popcount(static_cast<unsigned>(mask));
+      iota = _mm512_add_epi32(iota, sixteen);
+    }
+    q.size = size;
+    CompactScalar::run(values + j, positions ? positions + j : nullptr,
+                       base + static_cast<uint32_t>(j), lanes - j, n, q);
   }
 };
 

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import torch.utils.data as tud  # noqa: E402
 
 from distsampler import _core  # noqa: E402
-from distsampler.torch import STATE_VERSION, DistributedSampler  # noqa: E402
+from distsampler.torch import _CHUNK, STATE_VERSION, DistributedSampler  # noqa: E402
 
 
 def both(size, world_size, rank, seed=0, shuffle=True, drop_last=False, **ours):
@@ -45,7 +45,7 @@ def test_random_configurations_match_pytorch(trial):
 
 
 def test_every_rank_of_64_replicas_and_more_than_one_chunk():
-    # 3 * 65536 + 5 items on one rank crosses the 65,536-index chunks; 64 ranks wrap around.
+    # 3 * 65536 + 5 items on one rank cross many of the iterator's chunks; 64 ranks wrap around.
     for size, world_size, ranks in [(3 * 65536 + 5, 1, [0]), (1000, 64, range(64)),
                                     (10, 64, range(64))]:
         for rank in ranks:
@@ -194,6 +194,37 @@ def test_every_rank_advances_alike():
         assert indices == list(theirs)
 
 
+# indices(epoch): the whole share as one array.
+
+@pytest.mark.parametrize("trial", range(20))
+def test_indices_is_the_share_iteration_yields(trial):
+    rng = random.Random(11000 + trial)
+    config = random_config(rng)
+    order = rng.choice(["torch", "feistel"])
+    ours, theirs = both(**config, order=order)
+    for epoch in [0, rng.randrange(1, 5), rng.randrange(2**31)]:
+        before = ours.state_dict()
+        array = ours.indices(epoch)
+        assert array.dtype == np.int64 and array.shape == (len(ours),)
+        assert ours.state_dict() == before  # neither read nor changed
+        ours.set_epoch(epoch)
+        assert array.tolist() == list(ours), (config, order, epoch)
+        if order == "torch":
+            theirs.set_epoch(epoch)
+            assert array.tolist() == list(theirs), (config, epoch)
+
+
+def test_indices_rejects_what_set_epoch_and_iteration_reject():
+    sampler = DistributedSampler(range(10), 2, 0, seed=2**64 - 2)
+    for epoch in (-1, 2**64):
+        with pytest.raises(ValueError, match="epoch"):
+            sampler.indices(epoch)
+    with pytest.raises(TypeError):
+        sampler.indices(1.0)
+    with pytest.raises(RuntimeError):  # seed + epoch beyond 2^64 - 1, as iter() after set_epoch
+        sampler.indices(2)
+
+
 # state_dict / load_state_dict.
 
 def take(iterator, k):
@@ -231,6 +262,21 @@ def test_resuming_mid_epoch_yields_exactly_the_remaining_indices(trial):
         assert fresh.state_dict() == state
         assert list(fresh) == full[rank][k:], (size, world_size, rank, k)
         assert fresh.state_dict()["consumed"] == fresh.total_size  # the whole epoch, padding too
+
+
+def test_the_count_is_exact_at_every_chunk_boundary():
+    # The iterator hands out lists of _CHUNK indices; the state counts what was taken of each.
+    size, world_size = 2 * (3 * _CHUNK + 5) - 1, 2
+    full = list(DistributedSampler(range(size), world_size, 1, seed=6, order="feistel"))
+    for k in (0, 1, _CHUNK - 1, _CHUNK, _CHUNK + 1, 2 * _CHUNK, len(full) - 1, len(full)):
+        sampler = DistributedSampler(range(size), world_size, 1, seed=6, order="feistel")
+        taken = take(iter(sampler), k)
+        state = sampler.state_dict()
+        assert taken == full[:k] and state["consumed"] == k * world_size, k
+        fresh = DistributedSampler(range(size), world_size, 1, seed=6, order="feistel")
+        fresh.load_state_dict(state)
+        fresh.set_epoch(0)
+        assert list(fresh) == full[k:], k
 
 
 def test_resume_twice_and_then_the_next_epoch():
