@@ -20,12 +20,12 @@
 namespace distsampler {
 namespace {
 
-constexpr uint64_t kBlock = 512;         // draws turned into targets at once
-constexpr uint64_t kPrefetchAhead = 16;  // swaps between a prefetch and its use
+constexpr uint64_t kBlock = 2048;        // draws turned into targets at once
+constexpr uint64_t kPrefetchAhead = 64;  // swaps between a prefetch and its use
 
 inline void prefetch(const void* p) {
 #if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 1, 0);
+  __builtin_prefetch(p, 1, 3);
 #else
   (void)p;
 #endif
