@@ -32,8 +32,11 @@ _EPOCH_MAX = 2**64 - 1
 
 
 def _uint(name: str, value) -> int:
-    """An integer parameter for a uint64 field: Python ints only (bools and floats are
-    TypeErrors, as operator.index makes them), negative values a ValueError naming `name`."""
+    """An integer parameter for a uint64 field: integers only (floats are TypeErrors, as
+    operator.index makes them; a bool is a ValueError, as PyTorch's BatchSampler and
+    WeightedRandomSampler reject it), negative values a ValueError naming `name`."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} = {value!r} is a bool; allowed: an integer >= 0")
     value = operator.index(value)
     if value < 0:
         raise ValueError(f"{name} = {value} is out of range; allowed: {name} >= 0")
@@ -275,7 +278,8 @@ class BlendedDistributedSampler(_CoreArgs, _Epochs, Sampler):
                  drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = True) -> None:
         super().__init__(auto_epoch)
         num_replicas, rank = _world(num_replicas, rank)
-        sizes = [_uint("sizes", d) if isinstance(d, int) else len(d) for d in datasets]
+        sizes = [_uint("sizes", d) if isinstance(d, (int, np.integer)) else len(d)
+                 for d in datasets]
         self.num_replicas, self.rank, self.flat = num_replicas, rank, bool(flat)
         self._make_core(
             _core.BlendedSampler, np.asarray(sizes, dtype=np.uint64),
