@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from .torch import _default_randperm
+from .torch import _CoreArgs, _default_randperm
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
@@ -32,8 +32,11 @@ _EPOCH_MAX = 2**64 - 1
 
 
 def _uint(name: str, value) -> int:
-    """An integer parameter for a uint64 field: Python ints only (bools and floats are
-    TypeErrors, as operator.index makes them), negative values a ValueError naming `name`."""
+    """An integer parameter for a uint64 field: integers only (floats are TypeErrors, as
+    operator.index makes them; a bool is a ValueError, as PyTorch's BatchSampler and
+    WeightedRandomSampler reject it), negative values a ValueError naming `name`."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} = {value!r} is a bool; allowed: an integer >= 0")
     value = operator.index(value)
     if value < 0:
         raise ValueError(f"{name} = {value} is out of range; allowed: {name} >= 0")
@@ -135,7 +138,7 @@ class _Epochs:
 
 # ---- Duplicate-free evaluation ------------------------------------------------------------------
 
-class DistributedEvalSampler(_Epochs, Sampler):
+class DistributedEvalSampler(_CoreArgs, _Epochs, Sampler):
     """Every sample of the dataset exactly once across ranks (PyTorch's DistributedSampler pads
     by repeating samples, so a metric summed over ranks counts some twice).
 
@@ -161,9 +164,9 @@ class DistributedEvalSampler(_Epochs, Sampler):
         self.dataset = dataset
         self.num_replicas, self.rank = num_replicas, rank
         self.shuffle, self.padded, self.with_mask = bool(shuffle), bool(padded), bool(with_mask)
-        self._core = _core.DistributedSampler(
-            len(dataset), num_replicas, rank, operator.index(seed), self.shuffle, False, order,
-            _randperm(randperm), uneven=not self.padded)
+        self._make_core(
+            _core.DistributedSampler, len(dataset), num_replicas, rank, operator.index(seed),
+            self.shuffle, False, order, _randperm(randperm), uneven=not self.padded)
         self.seed = self._core.seed
         # The same for every epoch and order: counted on the identity order.
         self.num_real = _core.rank_view(_identity(len(dataset)), num_replicas, rank, False,
@@ -221,7 +224,7 @@ def class_balanced_weights(labels) -> torch.Tensor:
     return torch.from_numpy(_core.class_balanced_weights(array.astype(np.int64)))
 
 
-class WeightedDistributedSampler(_Epochs, Sampler):
+class WeightedDistributedSampler(_CoreArgs, _Epochs, Sampler):
     """``torch.utils.data.WeightedRandomSampler(weights, num_samples, replacement=True)``
     distributed: ``num_samples`` draws per epoch for all ranks together, draw g of epoch e a
     pure function of (weights, seed, e, g) (alias method, O(1) per draw), rank r reading draws
@@ -244,8 +247,8 @@ class WeightedDistributedSampler(_Epochs, Sampler):
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, bool(drop_last)
         self.num_samples = _uint("num_samples", num_samples)  # all ranks, as torch names it
         self.weights = torch.from_numpy(weights)
-        self._core = _core.WeightedSampler(weights, size, self.num_samples, num_replicas, rank,
-                                           operator.index(seed), self.drop_last)
+        self._make_core(_core.WeightedSampler, weights, size, self.num_samples, num_replicas,
+                        rank, operator.index(seed), self.drop_last)
         self.seed = seed
 
     def __len__(self) -> int:
@@ -258,7 +261,7 @@ class WeightedDistributedSampler(_Epochs, Sampler):
 
 # ---- Blended datasets ---------------------------------------------------------------------------
 
-class BlendedDistributedSampler(_Epochs, Sampler):
+class BlendedDistributedSampler(_CoreArgs, _Epochs, Sampler):
     """Several datasets blended by weight into one stream: after any i positions dataset k has
     been taken within QuotaSchedule.error_bound (<= 1 up to 4 datasets, reported otherwise) of
     i * w_k times, each dataset read in its own shuffled order that cycles through its own
@@ -275,14 +278,16 @@ class BlendedDistributedSampler(_Epochs, Sampler):
                  drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = True) -> None:
         super().__init__(auto_epoch)
         num_replicas, rank = _world(num_replicas, rank)
-        sizes = [_uint("sizes", d) if isinstance(d, int) else len(d) for d in datasets]
+        sizes = [_uint("sizes", d) if isinstance(d, (int, np.integer)) else len(d)
+                 for d in datasets]
         self.num_replicas, self.rank, self.flat = num_replicas, rank, bool(flat)
-        self._core = _core.BlendedSampler(
-            np.asarray(sizes, dtype=np.uint64), np.asarray(weights, dtype=np.float64),
-            _uint("samples_per_epoch", samples_per_epoch), num_replicas, rank,
-            operator.index(seed), bool(drop_last))
-        self.schedule = self._core.schedule
+        self._make_core(
+            _core.BlendedSampler, np.asarray(sizes, dtype=np.uint64),
+            np.asarray(weights, dtype=np.float64), _uint("samples_per_epoch", samples_per_epoch),
+            num_replicas, rank, operator.index(seed), bool(drop_last))
         self.sizes = sizes
+
+    schedule = property(lambda self: self._core.schedule)
 
     def __len__(self) -> int:
         return self._core.num_samples

@@ -109,7 +109,28 @@ def _indices(view: "_core.RankView", progress: _Progress) -> Iterator[int]:
     return itertools.chain.from_iterable(_chunks(view, progress))
 
 
-class DistributedSampler(Sampler[int]):
+class _CoreArgs:
+    """Pickling (copy.deepcopy, pickle, torch.save) for a sampler holding a C++ object in
+    ``_core``: pybind11 objects cannot be pickled, so the pickled state holds the arguments that
+    built it and unpickling builds it again (PyTorch's samplers pickle; a drop-in must too)."""
+
+    def _make_core(self, factory, *args, **kwargs):
+        self._core_args = (factory, args, kwargs)
+        self._core = factory(*args, **kwargs)
+        return self._core
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_core"]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        factory, args, kwargs = self._core_args
+        self._core = factory(*args, **kwargs)
+
+
+class DistributedSampler(_CoreArgs, Sampler[int]):
     """``torch.utils.data.DistributedSampler`` with the same constructor, attributes, errors
     and indices, plus:
 
@@ -155,9 +176,9 @@ class DistributedSampler(Sampler[int]):
             raise ValueError(f"randperm = {randperm!r} is not a variant; "
                              "allowed: 'auto', 'current', 'classic'")
         self.dataset = dataset
-        self._core = _core.DistributedSampler(
-            len(dataset), operator.index(num_replicas), operator.index(rank),
-            operator.index(seed), bool(shuffle), bool(drop_last), order,
+        self._make_core(
+            _core.DistributedSampler, len(dataset), operator.index(num_replicas),
+            operator.index(rank), operator.index(seed), bool(shuffle), bool(drop_last), order,
             getattr(_core.RandpermVariant, randperm))
         self._config = {"size": len(dataset), "world_size": int(num_replicas),
                         "seed": self._core.seed, "shuffle": bool(shuffle),

@@ -13,6 +13,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "integers.h"
 
@@ -50,24 +51,14 @@ class Reader {
 
   // Reads exactly n bytes of `what`; throws FormatError at the offset where the data ran out.
   void read(void* out, uint64_t n, const std::string& what) {
-    const uint64_t start = offset_;
-    uint64_t got = 0;
-    auto* p = static_cast<unsigned char*>(out);
-    while (got < n) {
-      const unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(n - got, 1u << 30));
-      const int r = gzread(file_.get(), p + got, chunk);
-      if (r < 0) stream_error(start + got);
-      if (r == 0) {
-        stream_error_if_any(start + got);
-        offset_ = start + got;
-        throw FormatError(path_, offset_,
-                          "truncated: " + what + " needs " + std::to_string(n) +
-                              " bytes from offset " + std::to_string(start) + ", the " +
-                              stream_kind() + " ends after " + std::to_string(got));
-      }
-      got += static_cast<uint64_t>(r);
-    }
-    offset_ = start + n;
+    read_into(static_cast<unsigned char*>(out), nullptr, n, what);
+  }
+
+  // Reads exactly n bytes of `what` into *out, which grows as the bytes arrive: a corrupt header
+  // claiming terabytes costs no more memory than the stream holds before the truncation error.
+  void read_growing(std::vector<unsigned char>* out, uint64_t n, const std::string& what) {
+    out->clear();
+    read_into(nullptr, out, n, what);
   }
 
   // Throws FormatError when anything follows the data.
@@ -84,6 +75,35 @@ class Reader {
   }
 
  private:
+  void read_into(unsigned char* p, std::vector<unsigned char>* grow, uint64_t n,
+                 const std::string& what) {
+    constexpr uint64_t kFirstBlock = uint64_t{1} << 26;  // 64 MiB, then doubling
+    const uint64_t start = offset_;
+    uint64_t got = 0;
+    while (got < n) {
+      if (grow != nullptr && got == grow->size()) {
+        const uint64_t size = got + std::min(n - got, std::max(kFirstBlock, got));
+        grow->reserve(size);  // exactly size: resize alone may double the capacity past n
+        grow->resize(size);
+        p = grow->data();
+      }
+      const uint64_t end = grow != nullptr ? grow->size() : n;
+      const unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(end - got, 1u << 30));
+      const int r = gzread(file_.get(), p + got, chunk);
+      if (r < 0) stream_error(start + got);
+      if (r == 0) {
+        stream_error_if_any(start + got);
+        offset_ = start + got;
+        throw FormatError(path_, offset_,
+                          "truncated: " + what + " needs " + std::to_string(n) +
+                              " bytes from offset " + std::to_string(start) + ", the " +
+                              stream_kind() + " ends after " + std::to_string(got));
+      }
+      got += static_cast<uint64_t>(r);
+    }
+    offset_ = start + n;
+  }
+
   std::string stream_kind() const { return gzdirect(file_.get()) ? "file" : "decompressed stream"; }
   void stream_error_if_any(uint64_t at) {
     int code = Z_OK;
@@ -152,8 +172,7 @@ IdxArray read_idx(const std::string& path) {
     array.dims.push_back(dim);
   }
   const size_t width = dtype_size(array.dtype);
-  array.data.resize(elements * width);
-  in.read(array.data.data(), array.data.size(), "the data");
+  in.read_growing(&array.data, elements * width, "the data");
   in.expect_end();
   to_native(array.data.data(), elements, width);
   return array;

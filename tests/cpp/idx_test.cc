@@ -100,6 +100,33 @@ TEST(Idx, CorruptFilesNameFileAndOffset) {
   EXPECT_THROW(read_idx(dir.file("missing.idx")), std::runtime_error);
 }
 
+// The data buffer grows as bytes arrive (64 MiB first): a header claiming 2^48 bytes of a file
+// of 10 is a truncation error, not an allocation of the claimed size (std::bad_alloc, or
+// gigabytes zero-filled before the error).
+TEST(Idx, HugeClaimedDataIsATruncationNotAnAllocation) {
+  const TempDir dir;
+  const std::string p = dir.write("huge.idx", idx_bytes(0x08, {0xFFFFFFFFu, 0x10000}, Bytes(10)));
+  expect_format_error(
+      [&] { read_idx(p); }, p, 22,
+      "the data needs 281474976645120 bytes from offset 12, the file ends after 10");
+  const std::string gz = dir.write_gz("huge.idx.gz", idx_bytes(0x08, {0xFFFFFFFFu, 0x10000}, {}));
+  expect_format_error([&] { read_idx(gz); }, gz, 12, "decompressed stream ends after 0");
+}
+
+TEST(Idx, DataLargerThanTheFirstBlock) {
+  const TempDir dir;
+  const uint32_t n = (1u << 26) + 5;
+  Bytes payload(n);
+  for (uint32_t i = 0; i < n; ++i) payload[i] = static_cast<unsigned char>(i * 2654435761u >> 24);
+  const Bytes file = idx_bytes(0x08, {n}, payload);
+  const IdxArray a = read_idx(dir.write("big.idx", file));
+  EXPECT_EQ(a.dims, (std::vector<uint64_t>{n}));
+  EXPECT_TRUE(a.data == payload);
+  const std::string cut = dir.write("cut.idx", Bytes(file.begin(), file.end() - 2));
+  expect_format_error([&] { read_idx(cut); }, cut, 8 + n - 2,
+                      "the data needs " + std::to_string(n) + " bytes from offset 8");
+}
+
 TEST(Idx, CorruptGzipStream) {
   const TempDir dir;
   Bytes payload(20000);

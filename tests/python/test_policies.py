@@ -295,6 +295,10 @@ def test_blend_bad_inputs():
         BlendedDistributedSampler([3, 0], [1.0, 1.0], 10, 1, 0)
     with pytest.raises(ValueError, match="samples_per_epoch = -5"):
         BlendedDistributedSampler([3, 4], [1.0, 1.0], -5, 1, 0)
+    with pytest.raises(ValueError, match=r"sizes = True is a bool"):
+        BlendedDistributedSampler([True, 4], [1.0, 1.0], 10, 1, 0)
+    # Sizes as numpy integers are sizes, not datasets.
+    assert BlendedDistributedSampler(np.array([3, 4]), [1.0, 1.0], 10, 1, 0).sizes == [3, 4]
     with pytest.raises(ValueError, match="weights is empty"):
         _core.QuotaSchedule(np.array([]))
 
@@ -362,6 +366,13 @@ def test_bucketed_batches_are_a_partition_of_sorted_batches_with_less_waste():
 def test_batch_bad_inputs():
     with pytest.raises(ValueError, match="batch_size = 0"):
         DistributedBatchSampler(range(10), 0, 1, 0)
+    # A bool is not a size, as torch's BatchSampler and WeightedRandomSampler say.
+    with pytest.raises(ValueError, match="batch_size = True is a bool"):
+        DistributedBatchSampler(range(10), True, 1, 0)
+    with pytest.raises(ValueError, match="num_samples = True is a bool"):
+        WeightedDistributedSampler([1.0, 2.0], True, 1, 0)
+    with pytest.raises(ValueError, match="window = False is a bool"):
+        ShardedDistributedSampler([3, 4], 1, 0, window=False)
     with pytest.raises(ValueError, match="order"):
         DistributedBatchSampler(range(10), 2, 1, 0, order="nope")
     with pytest.raises(ValueError, match=r"lengths\[2\] = -1"):
