@@ -100,8 +100,10 @@ bool is_help(const std::string& a) { return a == "--help" || a == "-h" || a == "
 void write_indices(const RankView& view, uint64_t first, uint64_t count, bool binary, bool mask,
                    std::ostream& out) {
   constexpr uint64_t kChunk = 1 << 16;
+  // Longest text line: 20 digits, " 0" or " 1" with --mask, and the newline.
+  constexpr uint64_t kMaxLine = 20 + 2 + 1;
   std::vector<uint64_t> indices(std::min(count, kChunk));
-  std::vector<char> buffer(indices.size() * (binary ? 8 : 21));
+  std::vector<char> buffer(indices.size() * (binary ? 8 : kMaxLine));
   for (uint64_t done = 0; done < count;) {
     const uint64_t n = std::min(kChunk, count - done);
     view.fill(first + done, n, indices.data());

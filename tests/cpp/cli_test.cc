@@ -61,6 +61,20 @@ TEST(Cli, EvaluationModes) {
             cli::kExitUsage);
 }
 
+// Indices of 19 digits make "INDEX PAD\n" 22 bytes, longer than an unmasked line of 20 digits.
+TEST(Cli, MaskWithNineteenDigitIndices) {
+  SamplerOptions o;
+  o.size = uint64_t{1} << 63;
+  o.order = OrderKind::kFeistel;
+  const RankView v = DistributedSampler(o).epoch(0);
+  const Result r = run({"indices", "--order", "feistel", "--size", "9223372036854775808",
+                        "--world-size", "1", "--rank", "0", "--count", "3000", "--mask"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string expected;
+  for (uint64_t j = 0; j < 3000; ++j) expected += std::to_string(v[j]) + " 0\n";
+  EXPECT_EQ(r.out, expected);
+}
+
 TEST(Cli, SeedsCoverPyTorchsRange) {
   for (const char* seed : {"-9223372036854775808", "18446744073709551615", "-5"}) {
     SamplerOptions o;
