@@ -146,8 +146,15 @@ TEST(Cli, EveryBadInputIsOneLineOnStderrAndExitTwo) {
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--seed",
        "18446744073709551615", "--epoch", "1"},
       {"indices", "--size", "4611686018427387904", "--world-size", "2", "--rank", "0"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--seed", "1\n2"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--consumed",
+       "9223372036854775809"},
+      // Caught before the first epoch is printed, not when epoch 1 is reached.
+      {"audit", "--size", "10", "--world-size", "2", "--epochs", "2", "--seed",
+       "18446744073709551615"},
       {"demo", "--order", "nope"},
       {"demo", "--extra", "1"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--mask="},
   };
   for (const auto& args : bad) {
     const Result r = run(args);
@@ -167,6 +174,22 @@ TEST(Cli, ErrorsNameTheFlagAndTheAllowedValues) {
             std::string::npos);
   EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--order", "x"})
                 .err.find("allowed: torch, feistel"),
+            std::string::npos);
+  // --consumed, not the sampler's parameter "start" (the CLI's --start is another flag).
+  EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--consumed",
+                 "10000000000000000000"})
+                .err.find("--consumed = 10000000000000000000 is too large; allowed: 0 <= consumed "
+                          "<= 2^63"),
+            std::string::npos);
+  // A flag no command declares is unknown, wherever it stands, not a flag lacking its value.
+  EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--shuffle"})
+                .err.find("unknown flag '--shuffle'"),
+            std::string::npos);
+  EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--shuffle", "--rank", "0"})
+                .err.find("unknown flag '--shuffle'"),
+            std::string::npos);
+  EXPECT_NE(run({"indices", "--size", "10", "--rank", "0", "--world-size"})
+                .err.find("flag --world-size needs a value"),
             std::string::npos);
 }
 
