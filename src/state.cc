@@ -23,6 +23,7 @@
 #include <cctype>
 #include <cstring>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -129,8 +130,10 @@ class JsonObject {
         skip_space();
         expect(':');
         skip_space();
+        const bool quoted = peek() == '"';
         std::string value = read_value(key);
         if (!values_.emplace(key, std::move(value)).second) fail("JSON key '" + key + "' twice");
+        if (quoted) quoted_.insert(key);
         skip_space();
         if (peek() == ',') {
           ++pos_;
@@ -144,16 +147,21 @@ class JsonObject {
     if (pos_ != text_.size()) fail("JSON has trailing characters at offset " + at());
   }
 
-  // The raw token of `key` (strings without quotes); throws when missing. Marks the key used.
-  const std::string& take(const std::string& key) {
+  // The raw token of `key` (strings without quotes); throws when missing, or when the value is
+  // a string and `string` is false or the reverse. Marks the key used.
+  const std::string& take(const std::string& key, bool string) {
     auto it = values_.find(key);
     if (it == values_.end()) fail("JSON lacks the key '" + key + "'");
     used_[key] = true;
+    if ((quoted_.count(key) != 0) != string) {
+      fail("JSON " + key + " = " + it->second + (string ? " is not a string" : " is a string") +
+           "; allowed: " + (string ? "a quoted string" : "an unquoted number or true/false"));
+    }
     return it->second;
   }
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   uint64_t take_u64(const std::string& key) {
-    const std::string& v = take(key);
+    const std::string& v = take(key, false);
     uint64_t x = 0;
     if (v.empty() || v.size() > 20) fail("JSON " + key + " = " + v + " is not an unsigned integer");
     for (char c : v) {
@@ -166,7 +174,7 @@ class JsonObject {
     return x;
   }
   bool take_bool(const std::string& key) {
-    const std::string& v = take(key);
+    const std::string& v = take(key, false);
     if (v != "true" && v != "false") fail("JSON " + key + " = " + v + " is not true or false");
     return v == "true";
   }
@@ -217,6 +225,7 @@ class JsonObject {
   size_t pos_ = 0;
   std::map<std::string, std::string> values_;
   std::map<std::string, bool> used_;
+  std::set<std::string> quoted_;  // keys whose value was a string
 };
 
 }  // namespace
@@ -393,8 +402,8 @@ std::string state_to_json(const SamplerState& state) {
 
 SamplerState state_from_json(std::string_view json) {
   JsonObject o(json);
-  if (o.take("format") != "distsampler-state") {
-    fail("JSON format = '" + o.take("format") + "'; allowed: distsampler-state");
+  if (o.take("format", true) != "distsampler-state") {
+    fail("JSON format = '" + o.take("format", true) + "'; allowed: distsampler-state");
   }
   const uint64_t version = o.take_u64("version");
   if (version != kStateFormatVersion) {
@@ -407,7 +416,7 @@ SamplerState state_from_json(std::string_view json) {
   if (algorithm > UINT32_MAX) fail("JSON algorithm_version = " + std::to_string(algorithm));
   f.algorithm_version = static_cast<uint32_t>(algorithm);
   f.size = o.take_u64("size");
-  const std::string& seed = o.take("seed");
+  const std::string& seed = o.take("seed", false);
   try {
     f.seed = Seed::parse(seed, "seed");
   } catch (const std::invalid_argument& e) {
@@ -417,12 +426,12 @@ SamplerState state_from_json(std::string_view json) {
   f.shuffle = o.take_bool("shuffle");
   f.drop_last = o.take_bool("drop_last");
   f.uneven = o.has("uneven") && o.take_bool("uneven");
-  const std::string& order = o.take("order");
+  const std::string& order = o.take("order", true);
   if (order != "torch" && order != "feistel") {
     fail("JSON order = '" + order + "'; allowed: torch, feistel");
   }
   f.order = order == "torch" ? OrderKind::kTorch : OrderKind::kFeistel;
-  const std::string& randperm = o.take("randperm");
+  const std::string& randperm = o.take("randperm", true);
   if (randperm != "current" && randperm != "classic") {
     fail("JSON randperm = '" + randperm + "'; allowed: current, classic");
   }

@@ -181,6 +181,9 @@ int run_audit(const std::vector<std::string>& args, std::ostream& out) {
   options.world_size = world_size;
   options.rank = 0;
   const DistributedSampler first(options);  // validates the order flags
+  // The torch order of the last epoch needs seed + epoch within PyTorch's range: refuse the plan
+  // before any epoch is printed, not midway through it.
+  if (options.shuffle && options.order == OrderKind::kTorch) options.seed.plus_epoch(epochs - 1);
   if (has_cut) {
     if (consumed > first.total_size()) {
       throw UsageError("--consumed = " + std::to_string(consumed) +

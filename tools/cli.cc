@@ -100,8 +100,10 @@ bool is_help(const std::string& a) { return a == "--help" || a == "-h" || a == "
 void write_indices(const RankView& view, uint64_t first, uint64_t count, bool binary, bool mask,
                    std::ostream& out) {
   constexpr uint64_t kChunk = 1 << 16;
+  // Longest text line: 20 digits, " 0" or " 1" with --mask, and the newline.
+  constexpr uint64_t kMaxLine = 20 + 2 + 1;
   std::vector<uint64_t> indices(std::min(count, kChunk));
-  std::vector<char> buffer(indices.size() * (binary ? 8 : 21));
+  std::vector<char> buffer(indices.size() * (binary ? 8 : kMaxLine));
   for (uint64_t done = 0; done < count;) {
     const uint64_t n = std::min(kChunk, count - done);
     view.fill(first + done, n, indices.data());
@@ -144,6 +146,13 @@ int run_indices(const std::vector<std::string>& args, std::ostream& out) {
     throw UsageError("--mask with --format = " + format + "; allowed: --mask with text only");
   }
   flags.finish();
+  // Named here: the sampler's own message would name its parameter, start, which is not --start.
+  constexpr uint64_t kMaxConsumed = uint64_t{1} << 63;
+  if (consumed > kMaxConsumed) {
+    throw UsageError("--consumed = " + std::to_string(consumed) +
+                     " is too large; allowed: 0 <= consumed <= 2^63 = " +
+                     std::to_string(kMaxConsumed) + " (at or past --size: nothing left)");
+  }
 
   const DistributedSampler sampler(options);
   const RankView view = sampler.epoch(epoch, consumed);
@@ -209,9 +218,16 @@ Flags::Flags(const std::vector<std::string>& args, size_t first, std::vector<std
     if (eq != std::string::npos) {
       name = a.substr(0, eq);
       value = a.substr(eq + 1);
+      with_value_.insert(name);
     } else if (!is_switch) {
-      if (i + 1 >= args.size()) throw UsageError("flag " + a + " needs a value");
-      value = args[++i];
+      // No value (last, or another flag follows): an error once the flag is taken, and an
+      // unknown flag, not a missing value, when no command declares it.
+      if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+        value = args[++i];
+        with_value_.insert(name);
+      } else {
+        missing_value_.insert(name);
+      }
     }
     if (values_.count(name) != 0) throw UsageError("flag " + name + " is given twice");
     values_[name] = value;
@@ -222,20 +238,20 @@ bool Flags::take_switch(const std::string& name) {
   taken_[name] = true;
   auto it = values_.find(name);
   if (it == values_.end()) return false;
-  if (!it->second.empty()) throw UsageError("flag " + name + " takes no value");
+  if (with_value_.count(name) != 0) throw UsageError("flag " + name + " takes no value");
   return true;
 }
 
 std::string Flags::take_string(const std::string& name, const std::string& fallback) {
   taken_[name] = true;
+  if (missing_value_.count(name) != 0) throw UsageError("flag " + name + " needs a value");
   auto it = values_.find(name);
   return it == values_.end() ? fallback : it->second;
 }
 
 uint64_t Flags::take_u64(const std::string& name, uint64_t fallback) {
-  taken_[name] = true;
-  auto it = values_.find(name);
-  return it == values_.end() ? fallback : parse_u64(it->second, name);
+  const std::string text = take_string(name, "");
+  return has(name) ? parse_u64(text, name) : fallback;
 }
 
 uint64_t Flags::take_required_u64(const std::string& name) {
@@ -275,7 +291,11 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   } catch (const std::bad_alloc&) {
     err << "distsampler " << command << ": out of memory\n";
   } catch (const std::exception& e) {
-    err << "distsampler " << command << ": " << e.what() << "\n";
+    // One line even when a value quoted in the message holds a line break.
+    std::string message = "distsampler " + command + ": " + e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::replace(message.begin(), message.end(), '\r', ' ');
+    err << message << "\n";
   }
   return kExitUsage;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <ostream>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -45,6 +46,8 @@ class Flags {
  private:
   std::map<std::string, std::string> values_;
   std::map<std::string, bool> taken_;
+  std::set<std::string> with_value_;     // given as --flag=value or --flag value
+  std::set<std::string> missing_value_;  // given without a value, not as a switch
   std::vector<std::string> switches_;
 };
 

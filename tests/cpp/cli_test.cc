@@ -61,6 +61,20 @@ TEST(Cli, EvaluationModes) {
             cli::kExitUsage);
 }
 
+// Indices of 19 digits make "INDEX PAD\n" 22 bytes, longer than an unmasked line of 20 digits.
+TEST(Cli, MaskWithNineteenDigitIndices) {
+  SamplerOptions o;
+  o.size = uint64_t{1} << 63;
+  o.order = OrderKind::kFeistel;
+  const RankView v = DistributedSampler(o).epoch(0);
+  const Result r = run({"indices", "--order", "feistel", "--size", "9223372036854775808",
+                        "--world-size", "1", "--rank", "0", "--count", "3000", "--mask"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string expected;
+  for (uint64_t j = 0; j < 3000; ++j) expected += std::to_string(v[j]) + " 0\n";
+  EXPECT_EQ(r.out, expected);
+}
+
 TEST(Cli, SeedsCoverPyTorchsRange) {
   for (const char* seed : {"-9223372036854775808", "18446744073709551615", "-5"}) {
     SamplerOptions o;
@@ -132,8 +146,15 @@ TEST(Cli, EveryBadInputIsOneLineOnStderrAndExitTwo) {
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--seed",
        "18446744073709551615", "--epoch", "1"},
       {"indices", "--size", "4611686018427387904", "--world-size", "2", "--rank", "0"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--seed", "1\n2"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--consumed",
+       "9223372036854775809"},
+      // Caught before the first epoch is printed, not when epoch 1 is reached.
+      {"audit", "--size", "10", "--world-size", "2", "--epochs", "2", "--seed",
+       "18446744073709551615"},
       {"demo", "--order", "nope"},
       {"demo", "--extra", "1"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--mask="},
   };
   for (const auto& args : bad) {
     const Result r = run(args);
@@ -153,6 +174,22 @@ TEST(Cli, ErrorsNameTheFlagAndTheAllowedValues) {
             std::string::npos);
   EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--order", "x"})
                 .err.find("allowed: torch, feistel"),
+            std::string::npos);
+  // --consumed, not the sampler's parameter "start" (the CLI's --start is another flag).
+  EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--consumed",
+                 "10000000000000000000"})
+                .err.find("--consumed = 10000000000000000000 is too large; allowed: 0 <= consumed "
+                          "<= 2^63"),
+            std::string::npos);
+  // A flag no command declares is unknown, wherever it stands, not a flag lacking its value.
+  EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--shuffle"})
+                .err.find("unknown flag '--shuffle'"),
+            std::string::npos);
+  EXPECT_NE(run({"indices", "--size", "10", "--world-size", "2", "--shuffle", "--rank", "0"})
+                .err.find("unknown flag '--shuffle'"),
+            std::string::npos);
+  EXPECT_NE(run({"indices", "--size", "10", "--rank", "0", "--world-size"})
+                .err.find("flag --world-size needs a value"),
             std::string::npos);
 }
 

@@ -294,6 +294,18 @@ TEST(State, BadJsonIsRejectedWithTheReason) {
               state_from_json(replaced("\"epoch\": 7", "\"epoch\": 7.0"));
             }).find("not an unsigned integer"),
             std::string::npos);
+  // Strings and numbers are not interchangeable: each of these is not the JSON the writer makes.
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"distsampler-state\"", "distsampler-state"},
+           {"\"torch\"", "torch"},
+           {"\"classic\"", "classic"},
+           {"\"seed\": -3", "\"seed\": \"-3\""},
+           {"\"epoch\": 7", "\"epoch\": \"7\""},
+           {"\"shuffle\": true", "\"shuffle\": \"true\""}}) {
+    EXPECT_NE(message_of([&] { state_from_json(replaced(from, to)); }).find("string"),
+              std::string::npos)
+        << to;
+  }
   // Every truncation fails.
   for (size_t len = 0; len < good.size(); ++len) {
     EXPECT_NE(message_of([&] { state_from_json(good.substr(0, len)); }).rfind("state: ", 0),
