@@ -12,6 +12,8 @@ namespace {
 
 // The largest dataset audited: one counter per index, plus the torch order in memory.
 constexpr uint64_t kMaxAuditSize = 100'000'000;
+// The most index reads one audit replays (size x epochs): about a minute on one core.
+constexpr uint64_t kMaxAuditReads = 1'000'000'000;
 
 // One run of the job inside an epoch: `world_size` ranks from global position `start` on, each
 // rank reading its positions below `stop` (the cut where the job was stopped, or no limit).
@@ -169,6 +171,11 @@ int run_audit(const std::vector<std::string>& args, std::ostream& out) {
   }
   if (epochs < 1 || epochs > 1000) {
     throw UsageError("--epochs = " + std::to_string(epochs) + " is out of range; allowed: 1..1000");
+  }
+  if (options.size * epochs > kMaxAuditReads) {
+    throw UsageError(
+        "--size x --epochs = " + std::to_string(options.size) + " x " + std::to_string(epochs) +
+        " is too much to audit; allowed: size x epochs <= " + std::to_string(kMaxAuditReads));
   }
   constexpr uint64_t kMaxWorld = 1 << 16;
   for (auto [name, w] : {std::pair<const char*, uint64_t>{"--world-size", world_size},

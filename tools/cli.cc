@@ -72,7 +72,7 @@ verdict.
 flags:
   --size N                dataset size, 0 <= N <= 10^8
   --world-size W          ranks of the first job, 1 <= W <= 65536
-  --epochs E              epochs to audit, 1..1000 (default 1)
+  --epochs E              epochs to audit, 1..1000 (default 1), size x epochs <= 10^9
   --consumed C            the cut: positions consumed when the job stopped, 0 <= C <= the
                           positions the first job reads
   --resume-world-size W2  ranks of the resumed job, 1 <= W2 <= 65536

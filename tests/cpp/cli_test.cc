@@ -357,7 +357,8 @@ TEST(Cli, AuditMultipleEpochsAndBadFlags) {
             "2", "--break", "sideways"},
            {"audit", "--size", "10", "--world-size", "2", "--consumed", "2", "--resume-world-size",
             "2", "--cut-epoch", "1"},
-           {"audit", "--size", "1000000000", "--world-size", "2"}}) {
+           {"audit", "--size", "1000000000", "--world-size", "2"},
+           {"audit", "--size", "100000000", "--world-size", "2", "--epochs", "11"}}) {
     const Result b = run(bad);
     EXPECT_EQ(b.code, 2) << bad[3];
     EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
