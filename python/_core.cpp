@@ -339,7 +339,18 @@ PYBIND11_MODULE(_core, m) {
             sampler.fill(epoch, first, count, data);
           },
           py::arg("epoch"), py::arg("first"), py::arg("out").noconvert(),
-          "out[j] = this rank's draw first + j of `epoch`, in place, without the GIL");
+          "out[j] = this rank's draw first + j of `epoch`, in place, without the GIL")
+      .def(
+          "fill_global",
+          [](const WeightedSampler& sampler, uint64_t epoch, uint64_t first, uint64_t stride,
+             py::array_t<uint64_t, py::array::c_style> out) {
+            uint64_t* data = out.mutable_data();
+            const auto count = static_cast<uint64_t>(out.size());
+            py::gil_scoped_release release;
+            for (uint64_t j = 0; j < count; ++j) data[j] = sampler.global(epoch, first + j * stride);
+          },
+          py::arg("epoch"), py::arg("first"), py::arg("stride"), py::arg("out").noconvert(),
+          "out[j] = global draw first + j * stride of `epoch` (a resumed pass), without the GIL");
 
   py::class_<QuotaSchedule>(m, "QuotaSchedule")
       .def(py::init([](const Array<double>& weights) { return QuotaSchedule(to_vector(weights)); }),
@@ -415,7 +426,30 @@ PYBIND11_MODULE(_core, m) {
           py::arg("epoch"), py::arg("first"), py::arg("datasets").noconvert(),
           py::arg("indices").noconvert(), py::arg("flat") = false,
           "This rank's samples first + j of `epoch`: the dataset, and the index within it (or in\n"
-          "the concatenation when flat), in place, without the GIL");
+          "the concatenation when flat), in place, without the GIL")
+      .def(
+          "fill_global",
+          [](const BlendedSampler& sampler, py::array_t<uint64_t, py::array::c_style> positions,
+             py::array_t<uint64_t, py::array::c_style> datasets,
+             py::array_t<uint64_t, py::array::c_style> indices, bool flat) {
+            if (datasets.size() != positions.size() || indices.size() != positions.size()) {
+              throw py::value_error("positions, datasets and indices must have the same length");
+            }
+            const uint64_t* position = positions.data();
+            uint64_t* dataset_out = datasets.mutable_data();
+            uint64_t* index_out = indices.mutable_data();
+            const auto count = static_cast<uint64_t>(positions.size());
+            py::gil_scoped_release release;
+            for (uint64_t j = 0; j < count; ++j) {
+              const BlendedSample s = sampler.global(position[j]);
+              dataset_out[j] = s.dataset;
+              index_out[j] = flat ? sampler.flat(s) : s.index;
+            }
+          },
+          py::arg("positions").noconvert(), py::arg("datasets").noconvert(),
+          py::arg("indices").noconvert(), py::arg("flat") = false,
+          "The samples at stream positions `positions` (any, across epochs: a resumed pass), in\n"
+          "place, without the GIL");
   // ---- end of the policies block --------------------------------------------------------------
   bind_state(m);  // state.h (issue 5)
 }

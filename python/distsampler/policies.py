@@ -5,30 +5,37 @@ bucketed, shard-aware, and a wrapper that distributes any deterministic sampler.
 
 Every sampler here follows ``torch.utils.data.DistributedSampler``'s conventions:
 ``num_replicas``/``rank`` default to the process group's, ``set_epoch(e)`` picks the epoch,
-``len()`` is this rank's count, and (``auto_epoch=True``, as ``distsampler.torch``) iterating
-again without ``set_epoch`` advances the epoch by one and warns once. Each rank's output is a pure
+``len()`` is this rank's count, and (``auto_epoch=True``, as ``distsampler.torch``) a pass
+started without a ``set_epoch`` call since the previous one advances the epoch by one and warns
+once. A pass's epoch is decided at its first ``next()``, so DataLoader workers (which call
+``iter()`` twice) change nothing. Every sampler has ``state_dict()``/``load_state_dict()``: the
+epoch and the global position consumed, resumable on any number of ranks (every stream here is
+the same for every world size), and read exactly through distsampler.data.DataLoader. The
+samplers that shard by rank are ``torch.utils.data.distributed.DistributedSampler`` instances, so
+frameworks that check for one leave them in place. Each rank's output is a pure
 function of (configuration, epoch, rank, position) computed by the C++ core (policies/*.h); the
 global stream is the same for every world size where docs/design.md says so. Bad parameters are
 the C++ library's errors: ValueError naming the parameter (IndexError for a window out of range).
 """
 import operator
-import warnings
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.utils.data.distributed
 from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from .torch import _CoreArgs, _default_randperm
+from ._passes import CoreArgs, PassSampler, fill_chunks, randperm_variant
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
            "BucketedBatchSampler", "ShardedDistributedSampler", "DistributedSamplerWrapper"]
 
 _CHUNK = 1 << 16  # indices computed per call into C++ (512 KiB of uint64)
-_EPOCH_MAX = 2**64 - 1
+_BATCH_CHUNK = 256  # batches built per Python step
+_TorchDistributedSampler = torch.utils.data.distributed.DistributedSampler
 
 
 def _uint(name: str, value) -> int:
@@ -57,6 +64,11 @@ def _uint_array(name: str, values) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.uint64)
 
 
+def _digest(array: np.ndarray) -> int:
+    """CRC-32 of an array's bytes: a checkpoint's stand-in for weights or lengths."""
+    return _core.crc32(np.ascontiguousarray(array).tobytes())
+
+
 def _world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
     """num_replicas and rank, from the process group when omitted (PyTorch's rule and errors)."""
     if num_replicas is None or rank is None:
@@ -72,73 +84,50 @@ def _world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
 
 
 def _randperm(randperm: str) -> "_core.RandpermVariant":
-    if randperm == "auto":
-        randperm = _default_randperm()
-    if randperm not in ("current", "classic"):
-        raise ValueError(f"randperm = {randperm!r} is not a variant; "
-                         "allowed: 'auto', 'current', 'classic'")
-    return getattr(_core.RandpermVariant, randperm)
+    return getattr(_core.RandpermVariant, randperm_variant(randperm))
 
 
 def _identity(size: int) -> "_core.EpochOrder":
-    """The identity order of [0, size) (O(1)): views over it have the counts of any order of
-    that size, without building a shuffled one."""
+    """The identity order of [0, size) (O(1)): views over it have the counts and the positions
+    of any order of that size, without building a shuffled one."""
     return _core.make_epoch_order(size, 0, False, "feistel", _core.RandpermVariant.current, 0)
 
 
-def _chunked(total: int, fill) -> Iterator[int]:
-    """Yields fill's values for positions [0, total): fill(first, out) writes out[j] for
-    position first + j in C++ without the GIL."""
-    buffer = np.empty(min(_CHUNK, total), dtype=np.uint64)
-    for first in range(0, total, _CHUNK):
-        chunk = buffer[: min(_CHUNK, total - first)]
-        fill(first, chunk)
-        yield from chunk.tolist()
+class _Positions:
+    """partition.h's rule over `size` global positions: which positions rank r reads in a pass
+    starting at global position `start` (wrapped around without drop_last)."""
+
+    def __init__(self, size: int, num_replicas: int, rank: int, drop_last: bool) -> None:
+        self._identity = _identity(size)
+        self._args = (num_replicas, rank, drop_last)
+        self.size = size
+
+    def view(self, start: int) -> "_core.RankView":
+        num_replicas, rank, drop_last = self._args
+        return _core.rank_view(self._identity, num_replicas, rank, drop_last, False, 0,
+                               min(start, self.size))
+
+    def count(self, start: int) -> int:
+        return len(self.view(start))
+
+    def __getstate__(self):  # the C++ identity order does not pickle; it is rebuilt
+        return self.size, self._args
+
+    def __setstate__(self, state) -> None:
+        self.__init__(state[0], *state[1])
 
 
-class _Epochs:
-    """set_epoch and auto_epoch, as distsampler.torch.DistributedSampler has them: an explicit
-    set_epoch always wins; without one, a new iteration advances the epoch (warning once) when
-    auto_epoch is on, and repeats it (PyTorch's behaviour) when off."""
+class _Base(PassSampler, Sampler):
+    """World, epochs and checkpoint agreement for every sampler here."""
 
-    def __init__(self, auto_epoch: bool) -> None:
-        self._auto_epoch = bool(auto_epoch)
-        self._epoch = 0
-        self._explicit = True
-        self._warned = False
-
-    auto_epoch = property(lambda self: self._auto_epoch)
-    epoch = property(lambda self: self._epoch, lambda self, value: self.set_epoch(value))
-
-    def set_epoch(self, epoch: int) -> None:
-        """Makes the next iteration use `epoch`, an integer in [0, 2^64 - 1]."""
-        epoch = operator.index(epoch)
-        if not 0 <= epoch <= _EPOCH_MAX:
-            raise ValueError(f"epoch = {epoch} is out of range; allowed: 0 <= epoch <= 2^64 - 1")
-        self._epoch = epoch
-        self._explicit = True
-
-    def _next_epoch(self) -> int:
-        """The epoch the iteration now starting reads."""
-        if self._auto_epoch and not self._explicit:
-            if self._epoch == _EPOCH_MAX:
-                raise ValueError("epoch = 2^64 - 1 cannot advance; call set_epoch")
-            self._epoch += 1
-            if not self._warned:
-                self._warned = True
-                warnings.warn(
-                    f"{type(self).__name__} iterated again without a set_epoch() call: advancing "
-                    f"to epoch {self._epoch} so this pass gets a new order. Call "
-                    f"sampler.set_epoch(epoch) before each epoch, or pass auto_epoch=False to "
-                    f"repeat the order as PyTorch does. Shown once per sampler.",
-                    UserWarning, stacklevel=3)
-        self._explicit = False
-        return self._epoch
+    def _init_world(self, num_replicas, rank, auto_epoch, check_agreement, process_group):
+        self.num_replicas, self.rank = _world(num_replicas, rank)
+        self._init_passes(auto_epoch, check_agreement, process_group)
 
 
 # ---- Duplicate-free evaluation ------------------------------------------------------------------
 
-class DistributedEvalSampler(_CoreArgs, _Epochs, Sampler):
+class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
     """Every sample of the dataset exactly once across ranks (PyTorch's DistributedSampler pads
     by repeating samples, so a metric summed over ranks counts some twice).
 
@@ -158,39 +147,58 @@ class DistributedEvalSampler(_CoreArgs, _Epochs, Sampler):
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = False, seed: int = 0, *, padded: bool = False,
                  with_mask: bool = False, order: str = "torch", auto_epoch: bool = True,
-                 randperm: str = "auto") -> None:
-        super().__init__(auto_epoch)
-        num_replicas, rank = _world(num_replicas, rank)
+                 randperm: str = "auto", check_agreement: bool = True,
+                 process_group=None) -> None:
+        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
         self.dataset = dataset
-        self.num_replicas, self.rank = num_replicas, rank
         self.shuffle, self.padded, self.with_mask = bool(shuffle), bool(padded), bool(with_mask)
+        self.drop_last = False
+        self._size = len(dataset)
         self._make_core(
-            _core.DistributedSampler, len(dataset), num_replicas, rank, operator.index(seed),
-            self.shuffle, False, order, _randperm(randperm), uneven=not self.padded)
+            _core.DistributedSampler, self._size, self.num_replicas, self.rank,
+            operator.index(seed), self.shuffle, False, order, _randperm(randperm),
+            uneven=not self.padded)
         self.seed = self._core.seed
+        self.num_samples = self._core.num_samples
+        self.total_size = self._core.total_size
         # The same for every epoch and order: counted on the identity order.
-        self.num_real = _core.rank_view(_identity(len(dataset)), num_replicas, rank, False,
-                                        not self.padded).num_real
-
-    def __len__(self) -> int:
-        return self._core.num_samples
+        self.num_real = _core.rank_view(_identity(self._size), self.num_replicas, self.rank,
+                                        False, not self.padded).num_real
 
     @property
     def mask(self) -> torch.Tensor:
-        """A bool tensor, one per position of an iteration: True for a real sample, False for a
+        """A bool tensor, one per position of a whole pass: True for a real sample, False for a
         wrapped-around repeat that a metric must skip. The same for every epoch: the first
         ``num_real`` positions are real, the padding (at most one) is last."""
-        mask = torch.zeros(len(self), dtype=torch.bool)
+        mask = torch.zeros(self.num_samples, dtype=torch.bool)
         mask[: self.num_real] = True
         return mask
 
-    def __iter__(self):
-        view = self._core.epoch(self._next_epoch())
-        indices = _chunked(len(view), view.fill)
+    def _remaining(self, start: int) -> int:
+        return self._core.remaining(min(start, self._size))
+
+    def _chunks(self, epoch: int, start: int):
+        view = self._core.epoch(epoch, min(start, self._size))
+        chunks = fill_chunks(len(view), view.fill, _CHUNK)
         if not self.with_mask:
-            return indices
-        real = view.num_real
-        return ((index, i < real) for i, index in enumerate(indices))
+            return chunks
+        return self._masked(chunks, view.num_real)
+
+    @staticmethod
+    def _masked(chunks, real: int):
+        first = 0
+        for chunk in chunks:
+            yield [(index, first + j < real) for j, index in enumerate(chunk)]
+            first += len(chunk)
+
+    def _dataset_size(self):
+        return len(self.dataset), self._size
+
+    def _config(self) -> Dict[str, Any]:
+        config = _core.fingerprint(self._core)
+        return {key: getattr(config, key) for key in (
+            "algorithm_version", "size", "seed", "shuffle", "uneven", "order", "randperm",
+            "feistel_rounds")}
 
 
 class MaskedDataset(Dataset):
@@ -224,11 +232,12 @@ def class_balanced_weights(labels) -> torch.Tensor:
     return torch.from_numpy(_core.class_balanced_weights(array.astype(np.int64)))
 
 
-class WeightedDistributedSampler(_CoreArgs, _Epochs, Sampler):
+class WeightedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
     """``torch.utils.data.WeightedRandomSampler(weights, num_samples, replacement=True)``
     distributed: ``num_samples`` draws per epoch for all ranks together, draw g of epoch e a
     pure function of (weights, seed, e, g) (alias method, O(1) per draw), rank r reading draws
-    r, r + W, ... So the job's stream of draws is the same for every world size.
+    r, r + W, ... So the job's stream of draws is the same for every world size, and a resumed
+    job reads the draws after the consumed ones, each once.
 
     ``len()`` is ceil(num_samples / W) (floor with ``drop_last``); ``dataset``, when given, must
     have one weight per sample. Weights that are negative, NaN, infinite or all zero are a
@@ -237,31 +246,48 @@ class WeightedDistributedSampler(_CoreArgs, _Epochs, Sampler):
 
     def __init__(self, weights: Sequence[float], num_samples: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
-                 drop_last: bool = False, *, dataset=None, auto_epoch: bool = True) -> None:
-        super().__init__(auto_epoch)
-        num_replicas, rank = _world(num_replicas, rank)
+                 drop_last: bool = False, *, dataset=None, auto_epoch: bool = True,
+                 check_agreement: bool = True, process_group=None) -> None:
+        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
         if isinstance(weights, torch.Tensor):
             weights = weights.detach().cpu().numpy()
         weights = np.ascontiguousarray(weights, dtype=np.float64).reshape(-1)
-        size = len(dataset) if dataset is not None else len(weights)
-        self.num_replicas, self.rank, self.drop_last = num_replicas, rank, bool(drop_last)
+        self.dataset = dataset
+        self._size = len(dataset) if dataset is not None else len(weights)
+        self.drop_last, self.shuffle = bool(drop_last), True
         self.num_samples = _uint("num_samples", num_samples)  # all ranks, as torch names it
         self.weights = torch.from_numpy(weights)
-        self._make_core(_core.WeightedSampler, weights, size, self.num_samples, num_replicas,
-                        rank, operator.index(seed), self.drop_last)
+        self._make_core(_core.WeightedSampler, weights, self._size, self.num_samples,
+                        self.num_replicas, self.rank, operator.index(seed), self.drop_last)
         self.seed = seed
+        self._positions = _Positions(self.num_samples, self.num_replicas, self.rank,
+                                     self.drop_last)
+        self.total_size = self._core.num_samples * self.num_replicas
 
-    def __len__(self) -> int:
-        return self._core.num_samples
+    def _remaining(self, start: int) -> int:
+        return self._positions.count(start)
 
-    def __iter__(self) -> Iterator[int]:
-        epoch = self._next_epoch()
-        return _chunked(len(self), lambda first, out: self._core.fill(epoch, first, out))
+    def _chunks(self, epoch: int, start: int):
+        # With replacement there is nothing to wrap around: the draws past num_samples continue
+        # the stream, so rank r's j-th draw is global draw start + r + j * W.
+        first = start + self.rank
+        return fill_chunks(
+            self._remaining(start),
+            lambda j, out: self._core.fill_global(epoch, first + j * self.num_replicas,
+                                                  self.num_replicas, out), _CHUNK)
+
+    def _dataset_size(self):
+        return None if self.dataset is None else (len(self.dataset), self._size)
+
+    def _config(self) -> Dict[str, Any]:
+        return {"weights": _digest(self.weights.numpy()), "size": self._size,
+                "num_samples": self.num_samples, "seed": operator.index(self.seed),
+                "drop_last": self.drop_last}
 
 
 # ---- Blended datasets ---------------------------------------------------------------------------
 
-class BlendedDistributedSampler(_CoreArgs, _Epochs, Sampler):
+class BlendedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
     """Several datasets blended by weight into one stream: after any i positions dataset k has
     been taken within QuotaSchedule.error_bound (<= 1 up to 4 datasets, reported otherwise) of
     i * w_k times, each dataset read in its own shuffled order that cycles through its own
@@ -275,64 +301,100 @@ class BlendedDistributedSampler(_CoreArgs, _Epochs, Sampler):
 
     def __init__(self, datasets, weights: Sequence[float], samples_per_epoch: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
-                 drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = True) -> None:
-        super().__init__(auto_epoch)
-        num_replicas, rank = _world(num_replicas, rank)
+                 drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = True,
+                 check_agreement: bool = True, process_group=None) -> None:
+        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
         sizes = [_uint("sizes", d) if isinstance(d, (int, np.integer)) else len(d)
                  for d in datasets]
-        self.num_replicas, self.rank, self.flat = num_replicas, rank, bool(flat)
+        self.flat, self.drop_last, self.shuffle, self.seed = bool(flat), bool(drop_last), True, seed
+        self.samples_per_epoch = _uint("samples_per_epoch", samples_per_epoch)
+        self._weights = [float(w) for w in np.asarray(weights, dtype=np.float64).reshape(-1)]
         self._make_core(
             _core.BlendedSampler, np.asarray(sizes, dtype=np.uint64),
-            np.asarray(weights, dtype=np.float64), _uint("samples_per_epoch", samples_per_epoch),
-            num_replicas, rank, operator.index(seed), bool(drop_last))
+            np.asarray(weights, dtype=np.float64), self.samples_per_epoch,
+            self.num_replicas, self.rank, operator.index(seed), self.drop_last)
         self.sizes = sizes
+        self.num_samples = self._core.num_samples
+        self.total_size = self.num_samples * self.num_replicas
+        self._positions = _Positions(self.samples_per_epoch, self.num_replicas, self.rank,
+                                     self.drop_last)
 
     schedule = property(lambda self: self._core.schedule)
 
-    def __len__(self) -> int:
-        return self._core.num_samples
+    def _remaining(self, start: int) -> int:
+        return self._positions.count(start)
 
-    def __iter__(self):
-        return self._samples(self._next_epoch())
-
-    def _samples(self, epoch: int):
-        total = len(self)
-        datasets = np.empty(min(_CHUNK, total), dtype=np.uint64)
-        indices = np.empty(min(_CHUNK, total), dtype=np.uint64)
+    def _chunks(self, epoch: int, start: int):
+        view = self._positions.view(start)
+        base = epoch * self.samples_per_epoch  # epoch e is stream positions [e S, (e + 1) S)
+        total = len(view)
+        positions = np.empty(min(_CHUNK, total), dtype=np.uint64)
+        datasets = np.empty_like(positions)
+        indices = np.empty_like(positions)
         for first in range(0, total, _CHUNK):
             count = min(_CHUNK, total - first)
-            self._core.fill(epoch, first, datasets[:count], indices[:count], flat=self.flat)
+            view.fill(first, positions[:count])
+            positions[:count] += np.uint64(base)
+            self._core.fill_global(positions[:count], datasets[:count], indices[:count],
+                                   flat=self.flat)
             if self.flat:
-                yield from indices[:count].tolist()
+                yield indices[:count].tolist()
             else:
-                yield from zip(datasets[:count].tolist(), indices[:count].tolist())
+                yield list(zip(datasets[:count].tolist(), indices[:count].tolist()))
+
+    def _config(self) -> Dict[str, Any]:
+        return {"sizes": list(self.sizes), "weights": self._weights,
+                "samples_per_epoch": self.samples_per_epoch, "seed": operator.index(self.seed),
+                "drop_last": self.drop_last}
 
 
 # ---- Batches ------------------------------------------------------------------------------------
 
-class _BatchSamplerBase(_Epochs, Sampler):
-    """Batches cut from one epoch's global order (batch b = positions [bB, (b + 1)B)), dealt to
-    ranks b = r, r + W, ...; without drop_last the last round wraps around to batch 0."""
+class _EpochForwarder:
+    """A batch sampler's ``sampler`` attribute: frameworks that call
+    ``loader.batch_sampler.sampler.set_epoch`` (PyTorch Lightning) reach the batch sampler."""
 
-    def __init__(self, batch_size: int, num_replicas, rank, drop_last: bool,
-                 auto_epoch: bool) -> None:
-        super().__init__(auto_epoch)
-        self.num_replicas, self.rank = _world(num_replicas, rank)
-        self.batch_size = _uint("batch_size", batch_size)
-        self.drop_last = bool(drop_last)
+    def __init__(self, owner) -> None:
+        self._owner = owner
 
-    def _view(self, epoch: int) -> "_core.BatchView":
-        return _core.BatchView(self._order(epoch), self.batch_size, self.num_replicas, self.rank,
-                               self.drop_last)
+    def set_epoch(self, epoch: int) -> None:
+        self._owner.set_epoch(epoch)
 
     def __len__(self) -> int:
-        # The counts do not depend on the order: the identity order of the same size has them.
-        return len(_core.BatchView(_identity(self._size()), self.batch_size, self.num_replicas,
-                                   self.rank, self.drop_last))
+        return self._owner._size()
 
-    def __iter__(self) -> Iterator[List[int]]:
-        view = self._view(self._next_epoch())
-        return (view[j] for j in range(len(view)))
+
+class _BatchSamplerBase(_Base):
+    """Batches cut from one epoch's global order (batch b = positions [bB, (b + 1)B)), dealt to
+    ranks b = r, r + W, ...; without drop_last the last round wraps around to batch 0. The
+    checkpoint counts global batches."""
+
+    def __init__(self, batch_size: int, num_replicas, rank, drop_last: bool, auto_epoch: bool,
+                 check_agreement: bool, process_group) -> None:
+        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
+        self.batch_size = _uint("batch_size", batch_size)
+        self.drop_last = bool(drop_last)
+        self.sampler = _EpochForwarder(self)
+        # The C++ checks of batch_size, world size and rank, on no samples.
+        _core.BatchView(_identity(0), self.batch_size, self.num_replicas, self.rank,
+                        self.drop_last)
+
+    def _batches(self) -> _Positions:
+        # Without drop_last every batch counts (the last may be short); with it, full ones only.
+        n, size = self._size(), self.batch_size
+        usable = n // size if self.drop_last else -(-n // size)
+        return _Positions(usable, self.num_replicas, self.rank, self.drop_last)
+
+    def _remaining(self, start: int) -> int:
+        return self._batches().count(start)
+
+    def _chunks(self, epoch: int, start: int):
+        view = _core.BatchView(self._order(epoch), self.batch_size, self.num_replicas,
+                               self.rank, self.drop_last)
+        numbers = self._batches().view(start)
+        for first in range(0, len(numbers), _BATCH_CHUNK):
+            yield [view.global_indices(numbers[j])
+                   for j in range(first, min(first + _BATCH_CHUNK, len(numbers)))]
 
 
 class DistributedBatchSampler(_BatchSamplerBase):
@@ -345,20 +407,32 @@ class DistributedBatchSampler(_BatchSamplerBase):
     def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
-                 randperm: str = "auto") -> None:
-        super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch)
+                 randperm: str = "auto", check_agreement: bool = True,
+                 process_group=None) -> None:
+        super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
+                         process_group)
         self.dataset, self.shuffle, self.seed, self.order = dataset, bool(shuffle), seed, order
+        self._built_size = len(dataset)
         self._randperm = _randperm(randperm)
         # Validates seed, order and sizes now, without building a shuffled order.
         _core.make_epoch_order(len(dataset), operator.index(seed), False, order, self._randperm, 0)
         len(self)
 
     def _size(self) -> int:
-        return len(self.dataset)
+        return self._built_size
+
+    def _dataset_size(self):
+        return len(self.dataset), self._built_size
 
     def _order(self, epoch: int):
-        return _core.make_epoch_order(len(self.dataset), operator.index(self.seed), self.shuffle,
+        return _core.make_epoch_order(self._built_size, operator.index(self.seed), self.shuffle,
                                       self.order, self._randperm, epoch)
+
+    def _config(self) -> Dict[str, Any]:
+        return {"size": self._built_size, "batch_size": self.batch_size,
+                "seed": operator.index(self.seed), "shuffle": self.shuffle,
+                "drop_last": self.drop_last, "order": self.order,
+                "randperm": self._randperm.name}
 
 
 class BucketedBatchSampler(_BatchSamplerBase):
@@ -371,8 +445,10 @@ class BucketedBatchSampler(_BatchSamplerBase):
     def __init__(self, lengths: Sequence[int], batch_size: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, window_batches: int = 64,
-                 auto_epoch: bool = True) -> None:
-        super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch)
+                 auto_epoch: bool = True, check_agreement: bool = True,
+                 process_group=None) -> None:
+        super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
+                         process_group)
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.cpu().numpy()
         self.lengths = _uint_array("lengths", lengths)
@@ -390,29 +466,39 @@ class BucketedBatchSampler(_BatchSamplerBase):
         return _core.make_bucketed_order(self.lengths, self.batch_size, self.window_batches,
                                          operator.index(self.seed), epoch)
 
+    def _config(self) -> Dict[str, Any]:
+        return {"lengths": _digest(self.lengths), "size": len(self.lengths),
+                "batch_size": self.batch_size, "window_batches": self.window_batches,
+                "seed": operator.index(self.seed), "drop_last": self.drop_last}
+
 
 # ---- Orders cut like DistributedSampler: shard-aware, and any user sampler ----------------------
 
-class _OrderSampler(_Epochs, Sampler):
+class _OrderSampler(_Base, _TorchDistributedSampler):
     """A rank's share of an epoch order, cut by DistributedSampler's rule (interleaved, padded by
     wrap-around, or drop_last); subclasses say what the order is."""
 
-    def __init__(self, num_replicas, rank, drop_last: bool, auto_epoch: bool) -> None:
-        super().__init__(auto_epoch)
-        self.num_replicas, self.rank = _world(num_replicas, rank)
-        self.drop_last = bool(drop_last)
+    def __init__(self, num_replicas, rank, drop_last: bool, auto_epoch: bool, check_agreement,
+                 process_group) -> None:
+        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
+        self.drop_last, self.shuffle = bool(drop_last), True
 
-    def _view(self, order, epoch: int):
-        return _core.rank_view(order, self.num_replicas, self.rank, self.drop_last, False, epoch)
+    @property
+    def num_samples(self) -> int:
+        return self._remaining(0)
 
-    def __len__(self) -> int:
-        return len(_core.rank_view(_identity(self._size()), self.num_replicas, self.rank,
-                                   self.drop_last))
+    @property
+    def total_size(self) -> int:
+        return self.num_samples * self.num_replicas
 
-    def __iter__(self) -> Iterator[int]:
-        epoch = self._next_epoch()
-        view = self._view(self._order(epoch), epoch)
-        return _chunked(len(view), view.fill)
+    def _remaining(self, start: int) -> int:
+        return _Positions(self._size(), self.num_replicas, self.rank, self.drop_last).count(start)
+
+    def _chunks(self, epoch: int, start: int):
+        order = self._order(epoch)
+        view = _core.rank_view(order, self.num_replicas, self.rank, self.drop_last, False, epoch,
+                               min(start, len(order)))
+        return fill_chunks(len(view), view.fill, _CHUNK)
 
 
 class ShardedDistributedSampler(_OrderSampler):
@@ -424,8 +510,10 @@ class ShardedDistributedSampler(_OrderSampler):
 
     def __init__(self, shard_sizes: Sequence[int], num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, seed: int = 0, drop_last: bool = False, *,
-                 window: int = 4, auto_epoch: bool = True) -> None:
-        super().__init__(num_replicas, rank, drop_last, auto_epoch)
+                 window: int = 4, auto_epoch: bool = True, check_agreement: bool = True,
+                 process_group=None) -> None:
+        super().__init__(num_replicas, rank, drop_last, auto_epoch, check_agreement,
+                         process_group)
         self.shard_sizes = _uint_array("shard_sizes", shard_sizes)
         self.window = _uint("window", window)
         self.seed = seed
@@ -438,6 +526,11 @@ class ShardedDistributedSampler(_OrderSampler):
         return _core.make_shard_order(self.shard_sizes, self.window, operator.index(self.seed),
                                       epoch)
 
+    def _config(self) -> Dict[str, Any]:
+        return {"shard_sizes": _digest(self.shard_sizes), "shards": len(self.shard_sizes),
+                "window": self.window, "seed": operator.index(self.seed),
+                "drop_last": self.drop_last}
+
 
 class DistributedSamplerWrapper(_OrderSampler):
     """Distributes any deterministic sampler (pytorch#23430): each epoch the wrapped sampler's
@@ -447,8 +540,10 @@ class DistributedSamplerWrapper(_OrderSampler):
     the epoch auto_epoch advances to. Holds one epoch of the wrapped sampler's output."""
 
     def __init__(self, sampler, num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 drop_last: bool = False, *, auto_epoch: bool = True) -> None:
-        super().__init__(num_replicas, rank, drop_last, auto_epoch)
+                 drop_last: bool = False, *, auto_epoch: bool = True,
+                 check_agreement: bool = True, process_group=None) -> None:
+        super().__init__(num_replicas, rank, drop_last, auto_epoch, check_agreement,
+                         process_group)
         self.sampler = sampler
 
     def _size(self) -> int:
@@ -457,4 +552,12 @@ class DistributedSamplerWrapper(_OrderSampler):
     def _order(self, epoch: int):
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
-        return _core.make_sequence_order(_uint_array("sampler output", list(self.sampler)))
+        order = _uint_array("sampler output", list(self.sampler))
+        if len(order) != len(self.sampler):
+            raise ValueError(f"the wrapped sampler yielded {len(order)} indices but its len() is "
+                             f"{len(self.sampler)}")
+        return _core.make_sequence_order(order)
+
+    def _config(self) -> Dict[str, Any]:
+        return {"sampler": type(self.sampler).__qualname__, "size": self._size(),
+                "drop_last": self.drop_last}

@@ -3,7 +3,7 @@
     from distsampler.torch import DistributedSampler
 
 gives PyTorch's indices bit for bit (``order="torch"``, the default, with ``set_epoch`` called
-each epoch). Two differences, both opt-out:
+each epoch). The differences:
 
 * ``auto_epoch=True``: iterating again without a ``set_epoch`` call advances the epoch by one
   (and warns once), where PyTorch silently repeats the previous epoch's order. Every rank advances
@@ -12,7 +12,11 @@ each epoch). Two differences, both opt-out:
 * ``state_dict()`` / ``load_state_dict()`` capture the epoch and the position within it, so a
   training loop resumes mid-epoch without replaying data, on any number of ranks (the elastic
   rule: a job of W' ranks resumes at the global position the old one reached).
-* Before the first batch (the first ``iter()`` while ``torch.distributed`` is initialized) the
+* It is a ``torch.utils.data.distributed.DistributedSampler`` (a subclass), so frameworks that
+  check for one (PyTorch Lightning, Ray Train) leave it in place instead of sharding it again.
+* A pass's epoch is decided at its first ``next()``, not at ``iter()``: a DataLoader with
+  workers calls ``iter()`` twice per epoch, and only the iterator it reads counts.
+* Before the first batch (the first pass while ``torch.distributed`` is initialized) the
   ranks compare their configuration fingerprints, once per sampler; a mismatch (say one rank has
   another seed) raises ``ConfigurationMismatch`` on every rank. ``check_agreement=False`` skips it.
 
@@ -22,19 +26,20 @@ Indices are computed in C++ in chunks with the GIL released and handed out throu
 ``order="feistel"`` selects the random-access order: O(1) memory per rank whatever the dataset
 size (PyTorch's order needs the whole permutation on every rank).
 """
-import itertools
 import operator
-import warnings
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
-import torch
 import torch.distributed as dist
-from torch.utils.data import Sampler
+import torch.utils.data.distributed
 
 from . import _core
+from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, agree_on_checkpoint,
+                      checked_epoch, fill_chunks, randperm_variant, spans_group)
+from ._loader import DataLoader
 
-__all__ = ["DistributedSampler", "ConfigurationMismatch", "STATE_VERSION"]
+__all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
+           "STATE_VERSION"]
 
 # The format of state_dict(). load_state_dict() also reads version 1 (no checksum, same world
 # size when written), converting it.
@@ -55,102 +60,29 @@ class ConfigurationMismatch(ValueError):
     """Raised on every rank when the ranks' sampler configurations differ."""
 
 
-def _default_randperm() -> str:
-    """The torch.randperm algorithm of the installed PyTorch: newer releases (2.6 is the first
-    believed to carry upstream PR 143875) switch to another algorithm for n >= 214,748,364."""
-    major, minor = (int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
-    return "classic" if (major, minor) < (2, 6) else "current"
-
-
-def _checked_epoch(epoch) -> int:
-    epoch = operator.index(epoch)
-    if not 0 <= epoch <= _EPOCH_MAX:
-        raise ValueError(f"epoch = {epoch} is out of range; allowed: 0 <= epoch <= 2^64 - 1")
-    return epoch
-
-
-class _Progress:
-    """How far one iteration has gone: its view starts at global position `start`, and `count`
-    indices have been yielded (the chunks handed out before the current one, plus what has been
-    taken from the current one's list iterator, which knows how much of it is left)."""
-
-    __slots__ = ("start", "_before", "_chunk", "_chunk_size")
-
-    def __init__(self, start: int) -> None:
-        self.start = start
-        self._before = 0
-        self._chunk: Iterator[int] = iter(())
-        self._chunk_size = 0
-
-    @property
-    def count(self) -> int:
-        return self._before + self._chunk_size - operator.length_hint(self._chunk)
-
-    def next_chunk(self, indices: list) -> Iterator[int]:
-        self._before += self._chunk_size
-        self._chunk, self._chunk_size = iter(indices), len(indices)
-        return self._chunk
-
-
-def _chunks(view: "_core.RankView", progress: _Progress) -> Iterator[Iterator[int]]:
-    total = len(view)
-    buffer = np.empty(min(_CHUNK, total), dtype=np.uint64)
-    first = 0
-    while first < total:
-        chunk = buffer[: min(_CHUNK, total - first)]
-        view.fill(first, chunk)  # C++, GIL released
-        first += len(chunk)
-        yield progress.next_chunk(chunk.tolist())
-
-
-def _indices(view: "_core.RankView", progress: _Progress) -> Iterator[int]:
-    # chain's next() runs in C; Python code runs once per chunk, not once per index. A chunk is
-    # refilled only when chain asks for the next one, after the previous list is exhausted.
-    return itertools.chain.from_iterable(_chunks(view, progress))
-
-
-class _CoreArgs:
-    """Pickling (copy.deepcopy, pickle, torch.save) for a sampler holding a C++ object in
-    ``_core``: pybind11 objects cannot be pickled, so the pickled state holds the arguments that
-    built it and unpickling builds it again (PyTorch's samplers pickle; a drop-in must too)."""
-
-    def _make_core(self, factory, *args, **kwargs):
-        self._core_args = (factory, args, kwargs)
-        self._core = factory(*args, **kwargs)
-        return self._core
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_core"]
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        factory, args, kwargs = self._core_args
-        self._core = factory(*args, **kwargs)
-
-
-class DistributedSampler(_CoreArgs, Sampler[int]):
-    """``torch.utils.data.DistributedSampler`` with the same constructor, attributes, errors
-    and indices, plus:
+class DistributedSampler(CoreArgs, PassSampler,
+                         torch.utils.data.distributed.DistributedSampler):
+    """``torch.utils.data.DistributedSampler`` (a subclass of it) with the same constructor,
+    attributes, errors and indices, plus:
 
     Args:
         order: ``"torch"`` (PyTorch's ``torch.randperm`` order, bit for bit) or ``"feistel"``
             (a keyed random-access permutation: O(1) memory, any size up to 2^63).
-        auto_epoch: advance the epoch by one when iterated again without ``set_epoch`` (warns
-            once). ``False`` reproduces PyTorch exactly.
+        auto_epoch: advance the epoch by one when a pass starts without a ``set_epoch`` call
+            since the previous one (warns once). ``False`` reproduces PyTorch exactly.
         randperm: which ``torch.randperm`` algorithm the torch order reproduces for datasets of
             214,748,364 items or more: ``"classic"`` (PyTorch <= 2.5), ``"current"`` (newer), or
             ``"auto"`` (the installed torch's). Smaller datasets are unaffected.
-        check_agreement: before the first batch, when ``torch.distributed`` is initialized and
-            ``process_group`` has ``num_replicas`` ranks, compare the configuration fingerprints
-            of all its ranks (one ``all_gather_object``, once per sampler; see
-            check_configuration). ``False`` skips it (for a sampler that not every rank of the
-            group iterates).
+        check_agreement: when ``torch.distributed`` is initialized and ``process_group`` has
+            ``num_replicas`` ranks, compare the configuration fingerprints of all its ranks
+            before the first pass (one ``all_gather_object``, once per sampler; see
+            check_configuration), and the checkpoints they load in load_state_dict. ``False``
+            skips both (for a sampler that not every rank of the group uses).
         process_group: the group whose ranks must agree; ``None`` is the default group.
 
     ``seed`` is any integer in [-2^63, 2^64 - 1] (what ``torch.Generator.manual_seed`` takes);
-    ``set_epoch`` takes an integer in [0, 2^64 - 1].
+    ``set_epoch`` takes an integer in [0, 2^64 - 1]. A pass checks that ``len(dataset)`` is still
+    the size the sampler was built for.
     """
 
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
@@ -170,70 +102,65 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
             raise ValueError(
                 "Invalid rank {}, rank should be in the interval"
                 " [0, {}]".format(rank, num_replicas - 1))
-        if randperm == "auto":
-            randperm = _default_randperm()
-        elif randperm not in ("current", "classic"):
-            raise ValueError(f"randperm = {randperm!r} is not a variant; "
-                             "allowed: 'auto', 'current', 'classic'")
+        randperm = randperm_variant(randperm)
         self.dataset = dataset
         self._make_core(
             _core.DistributedSampler, len(dataset), operator.index(num_replicas),
             operator.index(rank), operator.index(seed), bool(shuffle), bool(drop_last), order,
             getattr(_core.RandpermVariant, randperm))
-        self._config = {"size": len(dataset), "world_size": int(num_replicas),
-                        "seed": self._core.seed, "shuffle": bool(shuffle),
-                        "drop_last": bool(drop_last), "order": order, "randperm": randperm}
+        self._config_fields = {"size": len(dataset), "world_size": int(num_replicas),
+                               "seed": self._core.seed, "shuffle": bool(shuffle),
+                               "drop_last": bool(drop_last), "order": order,
+                               "randperm": randperm}
         self._rank = int(rank)
-        self._auto_epoch = bool(auto_epoch)
-        self._epoch = 0
-        self._explicit = True       # the next iteration uses self._epoch as it is
-        self._resume_at = 0         # global position the next iteration starts at
-        self._progress: Optional[_Progress] = None  # the latest iteration's
-        self._warned = False
-        self._check_agreement = bool(check_agreement)
-        self._process_group = process_group
+        self._init_passes(auto_epoch, check_agreement, process_group)
         self._agreed = False        # check_configuration passed once: the config is immutable
 
     # PyTorch's attributes, read-only: the configuration lives in C++.
-    num_replicas = property(lambda self: self._config["world_size"])
+    num_replicas = property(lambda self: self._config_fields["world_size"])
     rank = property(lambda self: self._rank)
-    shuffle = property(lambda self: self._config["shuffle"])
-    seed = property(lambda self: self._config["seed"])
-    drop_last = property(lambda self: self._config["drop_last"])
+    shuffle = property(lambda self: self._config_fields["shuffle"])
+    seed = property(lambda self: self._config_fields["seed"])
+    drop_last = property(lambda self: self._config_fields["drop_last"])
     num_samples = property(lambda self: self._core.num_samples)
     total_size = property(lambda self: self._core.total_size)
-    order = property(lambda self: self._config["order"])
-    auto_epoch = property(lambda self: self._auto_epoch)
+    order = property(lambda self: self._config_fields["order"])
 
-    @property
-    def epoch(self) -> int:
-        """The epoch of the latest (or, before any, the next) iteration. Assigning it is
-        set_epoch."""
-        return self._epoch
+    def _remaining(self, start: int) -> int:
+        return self._core.remaining(min(start, self._config_fields["size"]))
 
-    @epoch.setter
-    def epoch(self, value: int) -> None:
-        self.set_epoch(value)
+    def _view(self, epoch: int, start: int) -> "_core.RankView":
+        try:
+            return self._core.epoch(epoch, min(start, self._config_fields["size"]))
+        except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's RuntimeError
+            raise RuntimeError(str(error)) from error
 
-    def set_epoch(self, epoch: int) -> None:
-        """Makes the next iteration use `epoch`, always (auto_epoch never overrides it). Setting
-        the epoch a loaded state is in keeps the state's position within it."""
-        epoch = _checked_epoch(epoch)
-        if epoch != self._epoch:
-            self._resume_at = 0
-        self._epoch = epoch
-        self._explicit = True
+    def _check_epoch(self, epoch: int) -> None:
+        self._view(epoch, self._config_fields["size"])  # an empty view: cheap
 
-    def __len__(self) -> int:
-        return self._core.num_samples
+    def _chunks(self, epoch: int, start: int):
+        view = self._view(epoch, start)
+        return fill_chunks(len(view), view.fill, _CHUNK)
+
+    def _dataset_size(self) -> Optional[Tuple[int, int]]:
+        return len(self.dataset), self._config_fields["size"]
+
+    def _before_first_pass(self) -> None:
+        # Only a sampler that spans the group checks by itself: one built for fewer replicas
+        # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
+        # collective would wait forever. check_configuration() checks any layout explicitly.
+        if not self._agreed and spans_group(self.num_replicas, self._check_agreement,
+                                            self._process_group):
+            self.check_configuration(self._process_group)
+            self._agreed = True
 
     def check_configuration(self, group=None) -> None:
         """Collective over ``group`` (default: the default process group): every rank gathers
         every rank's configuration fingerprint (size, seed, shuffle, drop_last, order and its
         algorithm; never the world size or rank) and, when any field differs, every rank raises
         ConfigurationMismatch naming the fields, their values and the group ranks holding them,
-        e.g. ``seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1``. Iterating calls it
-        once per sampler when ``check_agreement`` is set and ``torch.distributed`` is
+        e.g. ``seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1``. The first pass
+        calls it once per sampler when ``check_agreement`` is set and ``torch.distributed`` is
         initialized."""
         mine = _core.encode_state(_core.make_state(self._core, 0, 0))
         gathered = [None] * dist.get_world_size(group)
@@ -244,37 +171,6 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
             raise ConfigurationMismatch(
                 "the sampler configuration differs across ranks, refusing to start: " + message)
 
-    def __iter__(self) -> Iterator[int]:
-        # Only a sampler that spans the group checks by itself: one built for fewer replicas
-        # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
-        # collective would wait forever. check_configuration() checks any layout explicitly.
-        if (self._check_agreement and not self._agreed and dist.is_available()
-                and dist.is_initialized()
-                and dist.get_world_size(self._process_group) == self.num_replicas):
-            self.check_configuration(self._process_group)
-            self._agreed = True
-        epoch, start = self._epoch, self._resume_at
-        advance = self._auto_epoch and not self._explicit
-        if advance:
-            if epoch == _EPOCH_MAX:
-                raise ValueError("epoch = 2^64 - 1 cannot advance; call set_epoch")
-            epoch, start = epoch + 1, 0
-        try:
-            view = self._core.epoch(epoch, min(start, self._config["size"]))
-        except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's RuntimeError
-            raise RuntimeError(str(error)) from error
-        if advance and not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"DistributedSampler iterated again without a set_epoch() call: advancing to "
-                f"epoch {epoch} so this pass gets a new order (PyTorch's sampler would repeat "
-                f"epoch {epoch - 1}'s order). Call sampler.set_epoch(epoch) before each epoch, "
-                f"or pass auto_epoch=False for PyTorch's behaviour. Shown once per sampler.",
-                UserWarning, stacklevel=2)
-        self._epoch, self._explicit, self._resume_at = epoch, False, 0
-        self._progress = _Progress(start)
-        return _indices(view, self._progress)
-
     def indices(self, epoch: int) -> np.ndarray:
         """This rank's whole share of `epoch` at once, as an int64 numpy array: what iterating
         after ``set_epoch(epoch)`` yields from the epoch's start (``torch.from_numpy`` takes it as
@@ -282,11 +178,7 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
         function of the configuration, `epoch` and the rank: the sampler's epoch, position and
         state are neither read nor changed. Costs n / num_replicas * 8 bytes; iterate instead to
         stay in O(1) memory."""
-        epoch = _checked_epoch(epoch)
-        try:
-            view = self._core.epoch(epoch, 0)
-        except IndexError as error:  # seed + epoch beyond 2^64 - 1, as when iterating
-            raise RuntimeError(str(error)) from error
+        view = self._view(checked_epoch(epoch), 0)
         out = np.empty(len(view), dtype=np.uint64)
         view.fill(0, out)  # C++, GIL released
         return out.view(np.int64)  # every index is below size <= 2^63
@@ -301,9 +193,11 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
           load_state_dict reads; the other entries are readable copies that must agree with it.
         * ``epoch``: the epoch in progress.
         * ``consumed``: global positions of that epoch's order the job has read, all ranks
-          together: a view started at C whose iterator handed out k indices on each rank gives
-          C + k * world_size (the same on every rank, so rank 0 can save it). Counted from what
-          this sampler's iterator yielded; a DataLoader with workers prefetches ahead of training.
+          together: a pass started at C that handed out k indices on each rank gives
+          C + k * world_size (the same on every rank, so rank 0 can save it). Read through
+          distsampler.data.DataLoader, k counts what the training loop received; read by a
+          plain torch DataLoader with workers (which fetches ahead), a state taken mid-pass
+          warns that it counts what was handed out.
         * ``world_size``: the number of ranks of the job that saved it, for information: any
           number of ranks resumes from it.
         * ``algorithm_version``, ``size``, ``seed``, ``shuffle``, ``drop_last``, ``uneven``,
@@ -311,29 +205,14 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
           loading sampler must have (randperm only matters for the torch order and
           feistel_rounds for the feistel order; the other is normalized).
         """
-        if self._progress is not None and not self._explicit:
-            consumed = self._progress.start + self._progress.count * self.num_replicas
-        else:
-            consumed = self._resume_at
-        state = _core.make_state(self._core, self._epoch, consumed)
+        epoch, consumed = self._position()
+        state = _core.make_state(self._core, epoch, consumed)
         readable = {key: getattr(state.config, key) for key in _FINGERPRINT_FIELDS}
-        return {"version": STATE_VERSION, "epoch": self._epoch, "consumed": consumed,
+        return {"version": STATE_VERSION, "epoch": epoch, "consumed": consumed,
                 "world_size": self.num_replicas, **readable,
                 "state": _core.state_to_json(state)}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Resumes from a state_dict(), saved with this or any other number of ranks: the next
-        iteration yields this rank's share of the global positions of the state's epoch not yet
-        consumed (the elastic rule), none when it is complete. Calling set_epoch with that same
-        epoch keeps the position; another epoch starts from its beginning. With auto_epoch, a
-        complete state without a set_epoch call reads as a finished iteration: the next one
-        advances to the following epoch.
-
-        Raises ValueError, changing nothing, when the state is malformed, corrupt (its checksum
-        fails, or a readable entry disagrees with the checksummed state) or was saved under
-        another configuration; the message names the field. Version-1 states (issue 3's, no
-        checksum) are read too.
-        """
+    def _parse_state(self, state) -> Tuple[int, int, str]:
         if not isinstance(state, dict):
             raise ValueError(f"state must be a dict from state_dict(), not {type(state).__name__}")
         version = state.get("version")
@@ -350,13 +229,25 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
             raise ValueError("state does not match this sampler's configuration: " + "; ".join(
                 f"state {key} = {core_state.config.field_value(key)} but this sampler's {key} = "
                 f"{here.field_value(key)}" for key in fields))
-        epoch, consumed = core_state.epoch, core_state.consumed
-        complete = self._core.remaining(min(consumed, self._config["size"])) == 0
-        self._epoch = epoch
-        self._resume_at = consumed
-        self._explicit = not complete
-        # A complete epoch reads as a finished iteration, so state_dict() gives the state back.
-        self._progress = _Progress(consumed) if complete else None
+        return core_state.epoch, core_state.consumed, repr(core_state.config)
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resumes from a state_dict(), saved with this or any other number of ranks: the next
+        pass yields this rank's share of the global positions of the state's epoch not yet
+        consumed (the elastic rule), none when it is complete, and ``len()`` is that count.
+        Calling set_epoch with that same epoch keeps the position; another epoch starts from its
+        beginning. With auto_epoch, a complete state without a set_epoch call reads as a
+        finished pass: the next one advances to the following epoch.
+
+        Raises ValueError, changing nothing, when the state is malformed, corrupt (its checksum
+        fails, or a readable entry disagrees with the checksummed state) or was saved under
+        another configuration; the message names the field. Version-1 states (issue 3's, no
+        checksum) are read too. Under a process group of ``num_replicas`` ranks (and
+        ``check_agreement``), every rank gathers what every rank loads and raises
+        CheckpointMismatch when the epochs, positions or configurations differ, or when one
+        rank's state was rejected.
+        """
+        PassSampler.load_state_dict(self, state)
 
     def _from_version_2(self, state: Dict[str, Any]) -> "_core.SamplerState":
         missing = [key for key in ("state", "epoch", "consumed", "world_size")
@@ -384,7 +275,7 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
         if missing:
             raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
         for key in (k for k in _V1_CONFIG_FIELDS if k != "world_size"):  # any world size loads
-            value = self._config[key]
+            value = self._config_fields[key]
             if state[key] != value or type(state[key]) is not type(value):
                 raise ValueError(f"state {key} = {state[key]!r} does not match this sampler's "
                                  f"{key} = {value!r}")
@@ -394,7 +285,7 @@ class DistributedSampler(_CoreArgs, Sampler[int]):
         if type(epoch) is not int or not 0 <= epoch <= _EPOCH_MAX:
             raise ValueError(f"state epoch = {epoch!r} is out of range; allowed: an int in "
                              "[0, 2^64 - 1]")
-        size = self._config["size"]
+        size = self._config_fields["size"]
         limit = size if self.drop_last else size + world_size - 1
         if type(consumed) is not int or not 0 <= consumed <= limit:
             raise ValueError(f"state consumed = {consumed!r} is out of range; allowed: an int in "

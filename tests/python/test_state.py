@@ -146,7 +146,7 @@ def test_agreement_runs_once_per_sampler(monkeypatch):
         sampler.set_epoch(epoch)
         assert len(list(sampler)) == 25
     assert group.calls == 1
-    DistributedSampler(range(100), 4, 2, seed=5, check_agreement=False).__iter__()
+    next(iter(DistributedSampler(range(100), 4, 2, seed=5, check_agreement=False)))
     assert group.calls == 1
     # A sampler for fewer replicas than the group (evaluation on rank 0 only, say) does not
     # check by itself: the other ranks may never iterate it. Explicitly, it does.
@@ -161,7 +161,7 @@ def test_a_rank_with_another_seed_stops_the_sampler_with_the_fields_and_ranks(mo
     sampler = DistributedSampler(range(100), 4, 0, seed=0)
     for _ in range(2):  # raises again: a failed check is not remembered as passed
         with pytest.raises(ConfigurationMismatch) as error:
-            iter(sampler)
+            next(iter(sampler))  # the pass, and its check, start at the first next()
         assert str(error.value) == (
             "the sampler configuration differs across ranks, refusing to start: seed differs "
             "across ranks: 0 on ranks 0, 2, 3; 7 on rank 1")
@@ -171,7 +171,7 @@ def test_a_rank_with_another_seed_stops_the_sampler_with_the_fields_and_ranks(mo
     with pytest.raises(ConfigurationMismatch, match="(?s)shuffle differs across ranks: true on "
                        "ranks 0, 1; false on rank 2\norder differs across ranks: torch on ranks "
                        "0, 1; feistel on rank 2"):
-        iter(DistributedSampler(range(100), 3, 0))
+        next(iter(DistributedSampler(range(100), 3, 0)))
     # Skipped when disabled.
     group = FakeGroup(monkeypatch, 4, {1: fingerprint_bytes(seed=7)})
     assert len(list(DistributedSampler(range(100), 4, 0, check_agreement=False))) == 25

@@ -107,8 +107,9 @@ def test_seed_plus_epoch_overflow_is_a_runtime_error_when_iterating(seed, epoch)
         return
     ours = DistributedSampler(range(5), num_replicas=2, rank=0, seed=seed)
     ours.set_epoch(epoch)
+    iterator = iter(ours)  # a pass starts at its first next(), as do its errors
     with pytest.raises(RuntimeError, match="seed"):
-        iter(ours)
+        next(iterator)
     assert ours.epoch == epoch and ours.state_dict()["consumed"] == 0
 
 

@@ -1,0 +1,385 @@
+"""The pass, epoch and progress logic every sampler of the package shares (private).
+
+A *pass* is one iteration over a sampler. Its epoch and its start position are decided when it
+starts producing (the first ``next()``), never when ``iter()`` is called: a DataLoader with
+workers calls ``iter()`` on its sampler more than once per epoch, and only the iterator it reads
+from counts. ``auto_epoch`` counts passes that produced.
+
+Every sampler here reads global positions ``start + rank + j * num_replicas`` of an epoch's
+stream (partition.h's rule), so its checkpoint is (epoch, consumed): the job read global
+positions [0, consumed) of that epoch, all ranks together. The same state resumes on any number
+of ranks.
+
+What a pass has *yielded* and what training has *received* differ when a DataLoader with
+workers fetches ahead: distsampler.data.DataLoader reports what the loop received (the pass is
+then "tracked"); a pass read by a plain torch DataLoader with workers is flagged, and a
+checkpoint of it warns.
+"""
+import itertools
+import json
+import operator
+import sys
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch.distributed as dist
+
+from . import _core
+
+EPOCH_MAX = 2**64 - 1
+# The format of the state of the policy samplers and the iterable adapter (distsampler.torch's
+# DistributedSampler keeps its own, the C++ core's, see STATE_VERSION there).
+GENERIC_STATE_VERSION = 1
+
+
+class CheckpointMismatch(ValueError):
+    """Raised on every rank when the ranks loaded checkpoints that differ (or one rank could not
+    load its checkpoint)."""
+
+
+def checked_epoch(epoch) -> int:
+    epoch = operator.index(epoch)
+    if not 0 <= epoch <= EPOCH_MAX:
+        raise ValueError(f"epoch = {epoch} is out of range; allowed: 0 <= epoch <= 2^64 - 1")
+    return epoch
+
+
+class Pass:
+    """One pass: epoch, global start position, the global positions one item advances
+    (num_replicas), and how many items the rank reads. ``count`` is what was handed out (the
+    chunks before the current one, plus what was taken from the current list iterator, which
+    knows how much of it is left); ``trained`` is what a tracking DataLoader delivered."""
+
+    __slots__ = ("epoch", "start", "stride", "total", "_before", "_chunk", "_chunk_size",
+                 "tracked", "trained", "prefetched")
+
+    def __init__(self, epoch: int, start: int, stride: int, total: int) -> None:
+        self.epoch, self.start, self.stride, self.total = epoch, start, stride, total
+        self._before = 0
+        self._chunk: Iterator[Any] = iter(())
+        self._chunk_size = 0
+        self.tracked = False    # a distsampler DataLoader reports what the loop received
+        self.trained = 0        # ... namely this many items
+        self.prefetched = None  # a plain torch DataLoader with workers reads it (its name)
+
+    @property
+    def count(self) -> int:
+        return self._before + self._chunk_size - operator.length_hint(self._chunk)
+
+    @property
+    def taken(self) -> int:
+        return self.trained if self.tracked else self.count
+
+    @property
+    def position(self) -> int:
+        return self.start + self.taken * self.stride
+
+    @property
+    def finished(self) -> bool:
+        return self.taken >= self.total
+
+    def next_chunk(self, items) -> Iterator[Any]:
+        self._before += self._chunk_size
+        self._chunk, self._chunk_size = iter(items), len(items)
+        return self._chunk
+
+
+def _plain_loader_with_workers() -> Optional[str]:
+    """Whether the pass now starting is read by torch's multi-process DataLoader iterator that
+    does not report what the loop received (a few frames up: the BatchSampler, _next_index,
+    _try_put_index). Looked at once per pass."""
+    from torch.utils.data import dataloader
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, dataloader._MultiProcessingDataLoaderIter):
+            if getattr(owner, "_distsampler_tracks", False):
+                return None
+            return (f"a torch DataLoader with num_workers={owner._num_workers} and "
+                    f"prefetch_factor={owner._prefetch_factor}")
+        frame = frame.f_back
+    return None
+
+
+def describe_by_rank(per_rank: List[Dict[str, Any]]) -> str:
+    """'' when every rank's dict is the same, else one clause per differing key:
+    ``epoch = 3 on ranks 0, 2; 4 on rank 1``."""
+    clauses = []
+    for key in sorted({key for values in per_rank for key in values}):
+        groups: Dict[str, List[int]] = {}
+        for rank, values in enumerate(per_rank):
+            groups.setdefault(repr(values.get(key)), []).append(rank)
+        if len(groups) > 1:
+            parts = [f"{value} on rank{'s' if len(ranks) > 1 else ''} "
+                     f"{', '.join(map(str, ranks))}" for value, ranks in groups.items()]
+            clauses.append(f"{key} = " + "; ".join(parts))
+    return "; ".join(clauses)
+
+
+def spans_group(num_replicas: int, enabled: bool, group) -> bool:
+    """Whether a collective over `group` reaches exactly the sampler's ranks (one built for
+    fewer replicas may be used by some ranks only, and a collective would wait forever)."""
+    return (enabled and dist.is_available() and dist.is_initialized()
+            and dist.get_world_size(group) == num_replicas)
+
+
+def agree_on_checkpoint(summary: Dict[str, Any], error: Optional[Exception], group) -> None:
+    """Collective: every rank gathers every rank's (configuration, epoch, consumed) of the
+    checkpoint it loads, or its error, and every rank raises CheckpointMismatch when they differ
+    or any rank failed, naming the ranks."""
+    mine = {"error": None if error is None else f"{type(error).__name__}: {error}", **summary}
+    gathered: List[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, mine, group=group)
+    failed = [(rank, theirs["error"]) for rank, theirs in enumerate(gathered) if theirs["error"]]
+    if failed:
+        raise CheckpointMismatch("the checkpoint could not be loaded on every rank, refusing to "
+                                 "resume: " + "; ".join(f"rank {rank}: {message}"
+                                                        for rank, message in failed))
+    message = describe_by_rank([{k: v for k, v in theirs.items() if k != "error"}
+                                for theirs in gathered])
+    if message:
+        raise CheckpointMismatch("the ranks loaded different checkpoints, refusing to resume: "
+                                 + message)
+
+
+def _checksum(fields: Dict[str, Any]) -> int:
+    return _core.crc32(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode())
+
+
+class PassSampler:
+    """The mixin: set_epoch, auto_epoch, passes decided at their first next(), progress, len(),
+    state_dict and load_state_dict. A subclass sets ``num_replicas`` and ``rank``, calls
+    ``_init_passes`` and provides:
+
+    * ``_remaining(start)``: items this rank reads in a pass starting at global position start;
+    * ``_chunks(epoch, start)``: the pass's items as a generator of lists;
+    * ``_config()``: the configuration a checkpoint must match (JSON values);
+    * ``_dataset_size()``: ``(len(dataset), size)`` to compare at each pass start, or None.
+    """
+
+    def _init_passes(self, auto_epoch: bool, check_agreement: bool = True,
+                     process_group=None) -> None:
+        self._auto_epoch = bool(auto_epoch)
+        self._epoch = 0
+        self._explicit = True         # the next pass reads (self._epoch, self._resume_at)
+        self._resume_at = 0
+        self._live: Optional[Pass] = None  # the latest pass that started
+        self._warned = False
+        self._check_agreement = bool(check_agreement)
+        self._process_group = process_group
+
+    auto_epoch = property(lambda self: self._auto_epoch)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the latest (or, before any, the next) pass. Assigning it is set_epoch."""
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self.set_epoch(value)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next pass read `epoch`, always (auto_epoch never overrides it). Setting the
+        epoch a loaded state is in keeps the state's position; setting the epoch of the pass in
+        progress leaves its checkpoint where the pass stands."""
+        epoch = checked_epoch(epoch)
+        if epoch != self._epoch:
+            self._resume_at = 0
+        self._epoch = epoch
+        self._explicit = True
+
+    def __iter__(self):
+        # chain asks the generator for its first chunk at the first next(): that is when the
+        # pass starts. Later next() calls run in C, one Python step per chunk.
+        return itertools.chain.from_iterable(self._run_pass())
+
+    def _run_pass(self):
+        progress = self._start_pass()
+        for items in self._chunks(progress.epoch, progress.start):
+            yield progress.next_chunk(items)
+
+    def _start_pass(self) -> Pass:
+        sizes = self._dataset_size()
+        if sizes is not None and sizes[0] != sizes[1]:
+            raise ValueError(
+                f"len(dataset) = {sizes[0]} but this {type(self).__name__} was built for "
+                f"{sizes[1]} samples: the dataset changed size after the sampler was built; "
+                "build a new sampler for the new dataset")
+        self._before_first_pass()
+        epoch, start = self._epoch, self._resume_at
+        if self._auto_epoch and not self._explicit:
+            if epoch == EPOCH_MAX:
+                raise ValueError("epoch = 2^64 - 1 cannot advance; call set_epoch")
+            epoch, start = epoch + 1, 0
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"{type(self).__name__} iterated again without a set_epoch() call: advancing "
+                    f"to epoch {epoch} so this pass gets a new order (PyTorch's sampler would "
+                    f"repeat epoch {epoch - 1}'s order). Call sampler.set_epoch(epoch) before "
+                    f"each epoch, or pass auto_epoch=False for PyTorch's behaviour. Shown once "
+                    f"per sampler.", UserWarning, stacklevel=4)
+        self._check_epoch(epoch)
+        live = Pass(epoch, start, self.num_replicas, self._remaining(start))
+        live.prefetched = _plain_loader_with_workers()
+        self._epoch, self._explicit, self._resume_at, self._live = epoch, False, 0, live
+        return live
+
+    # Hooks with defaults.
+    def _before_first_pass(self) -> None:
+        """Runs at the start of every pass, before the epoch is decided."""
+
+    def _check_epoch(self, epoch: int) -> None:
+        """Raises when `epoch` cannot be read (DistributedSampler: seed + epoch overflow)."""
+
+    def _dataset_size(self) -> Optional[Tuple[int, int]]:
+        return None
+
+    def __len__(self) -> int:
+        """Items of the pass in progress, or of the next one: after load_state_dict, what the
+        resumed pass yields."""
+        live = self._live
+        if self._explicit:
+            return self._remaining(self._resume_at)
+        if live is not None and live.start and not live.finished:
+            return live.total
+        return self._remaining(0)
+
+    # ---- Checkpoints -------------------------------------------------------------------------
+
+    def _position(self) -> Tuple[int, int]:
+        """(epoch, consumed) a checkpoint taken now records."""
+        live = self._live
+        # set_epoch(e) while a pass of epoch e is in progress (frameworks call it more than
+        # once) keeps that pass's position; after a finished pass it means a new pass of e.
+        if live is not None and (not self._explicit
+                                 or (live.epoch == self._epoch and not live.finished)):
+            if live.prefetched and not live.tracked and not live.finished:
+                warnings.warn(
+                    f"{type(self).__name__}.state_dict(): this pass is read by "
+                    f"{live.prefetched}, which fetches batches ahead of the training loop, so "
+                    f"the position counts the {live.count} indices this rank handed out, not "
+                    "what was trained: resuming from it skips the prefetched samples. Use "
+                    "distsampler.data.DataLoader (a torch DataLoader subclass) and its "
+                    "state_dict(), which counts what the loop received.",
+                    UserWarning, stacklevel=3)
+            return live.epoch, live.position
+        return self._epoch, self._resume_at
+
+    def _apply_position(self, epoch: int, consumed: int) -> None:
+        """Makes the next pass resume (epoch, consumed): a complete epoch reads as a finished
+        pass, so state_dict() gives it back and auto_epoch moves on."""
+        complete = self._remaining(consumed) == 0
+        self._epoch, self._resume_at, self._explicit = epoch, consumed, not complete
+        self._live = Pass(epoch, consumed, self.num_replicas, 0) if complete else None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """A plain dict that resumes this sampler where it stands, on any number of ranks:
+        ``version``, ``kind`` (the class), ``epoch``, ``consumed`` (global positions of the
+        epoch's stream read by all ranks together: the same on every rank), ``world_size`` (for
+        information), ``config`` (what the loading sampler must match) and ``checksum``."""
+        epoch, consumed = self._position()
+        fields = {"version": GENERIC_STATE_VERSION, "kind": type(self).__name__, "epoch": epoch,
+                  "consumed": consumed, "world_size": self.num_replicas, "config": self._config()}
+        return {**fields, "checksum": _checksum(fields)}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resumes from a state_dict() saved with any number of ranks: the next pass yields this
+        rank's share of the positions of the state's epoch not yet consumed. Raises ValueError,
+        changing nothing, for a malformed, edited or foreign state; under a process group every
+        rank checks that all ranks load the same checkpoint (CheckpointMismatch otherwise)."""
+        error, parsed = None, None
+        try:
+            parsed = self._parse_state(state)
+        except ValueError as caught:
+            error = caught
+        if spans_group(self.num_replicas, self._check_agreement, self._process_group):
+            summary = {} if parsed is None else {
+                "epoch": parsed[0], "consumed": parsed[1], "configuration": parsed[2]}
+            agree_on_checkpoint(summary, error, self._process_group)
+        if error is not None:
+            raise error
+        self._apply_position(parsed[0], parsed[1])
+
+    def _parse_state(self, state) -> Tuple[int, int, str]:
+        """(epoch, consumed, configuration text) of a valid state for this sampler."""
+        if not isinstance(state, dict):
+            raise ValueError(f"state must be a dict from state_dict(), not {type(state).__name__}")
+        missing = [key for key in ("version", "kind", "epoch", "consumed", "world_size",
+                                   "config", "checksum") if key not in state]
+        if missing:
+            raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
+        if state["version"] != GENERIC_STATE_VERSION or type(state["version"]) is not int:
+            raise ValueError(f"state version = {state['version']!r} is not supported; allowed: "
+                             f"{GENERIC_STATE_VERSION}")
+        fields = {key: value for key, value in state.items() if key != "checksum"}
+        if state["checksum"] != _checksum(fields):
+            raise ValueError(f"state checksum = {state['checksum']!r} does not match its "
+                             "contents: the state was edited or is corrupt")
+        if state["kind"] != type(self).__name__:
+            raise ValueError(f"state kind = {state['kind']!r} but this sampler is a "
+                             f"{type(self).__name__}")
+        epoch, consumed = state["epoch"], state["consumed"]
+        if type(epoch) is not int or not 0 <= epoch <= EPOCH_MAX:
+            raise ValueError(f"state epoch = {epoch!r} is out of range; allowed: an int in "
+                             "[0, 2^64 - 1]")
+        if type(consumed) is not int or consumed < 0:
+            raise ValueError(f"state consumed = {consumed!r} is out of range; allowed: an int "
+                             ">= 0")
+        mine = self._config()
+        differing = [key for key in sorted(set(mine) | set(state["config"]))
+                     if state["config"].get(key) != mine.get(key)]
+        if differing:
+            raise ValueError("state does not match this sampler's configuration: " + "; ".join(
+                f"state {key} = {state['config'].get(key)!r} but this sampler's {key} = "
+                f"{mine.get(key)!r}" for key in differing))
+        return epoch, consumed, json.dumps(mine, sort_keys=True)
+
+
+class CoreArgs:
+    """Pickling (copy.deepcopy, pickle, torch.save) for a sampler holding a C++ object in
+    ``_core``: pybind11 objects cannot be pickled, so the pickled state holds the arguments that
+    built it and unpickling builds it again (PyTorch's samplers pickle; a drop-in must too)."""
+
+    def _make_core(self, factory, *args, **kwargs):
+        self._core_args = (factory, args, kwargs)
+        self._core = factory(*args, **kwargs)
+        return self._core
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_core"]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        factory, args, kwargs = self._core_args
+        self._core = factory(*args, **kwargs)
+
+
+def fill_chunks(total: int, fill, chunk: int):
+    """Lists of fill's values for positions [0, total), `chunk` at a time: fill(first, out)
+    writes out[j] for position first + j in C++ without the GIL."""
+    import numpy as np
+    buffer = np.empty(min(chunk, total), dtype=np.uint64)
+    for first in range(0, total, chunk):
+        part = buffer[: min(chunk, total - first)]
+        fill(first, part)
+        yield part.tolist()
+
+
+def randperm_variant(randperm: str) -> str:
+    """'classic' or 'current': which torch.randperm the torch order reproduces. 'auto' is the
+    installed torch's: newer releases (2.6 is the first believed to carry upstream PR 143875)
+    switch to another algorithm for n >= 214,748,364."""
+    if randperm == "auto":
+        import torch
+        major, minor = (int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+        return "classic" if (major, minor) < (2, 6) else "current"
+    if randperm not in ("current", "classic"):
+        raise ValueError(f"randperm = {randperm!r} is not a variant; "
+                         "allowed: 'auto', 'current', 'classic'")
+    return randperm

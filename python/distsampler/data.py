@@ -1,0 +1,162 @@
+"""Loader-level pieces: a DataLoader whose checkpoint counts what the training loop received, and
+an IterableDataset adapter that splits a rank's share again across DataLoader workers.
+
+    from distsampler.data import DataLoader, DistributedIterableDataset
+
+``DataLoader`` is ``torch.utils.data.DataLoader`` with ``state_dict()``/``load_state_dict()``
+(torchdata's StatefulDataLoader protocol): with any ``num_workers``, ``prefetch_factor``,
+``persistent_workers`` or ``pin_memory``, a checkpoint taken after the loop received k batches
+resumes at batch k, on any number of ranks.
+
+``DistributedIterableDataset`` serves a map-style dataset as an ``IterableDataset``: rank r reads
+its share of one global order (distsampler.torch.DistributedSampler's), and DataLoader worker w
+of K reads the share's batches w, w + K, ...; the DataLoader hands batches out round-robin from
+its workers, so the loop receives the share's batches in order, each sample exactly once across
+ranks and workers, and the loader's checkpoint is exact.
+"""
+import operator
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import IterableDataset, get_worker_info
+
+from . import _core
+from ._loader import DataLoader
+from ._passes import CoreArgs, PassSampler, randperm_variant
+
+__all__ = ["DataLoader", "DistributedIterableDataset"]
+
+
+class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
+    """A map-style ``dataset`` as an IterableDataset for data-parallel training: this rank's
+    share of the epoch's global order (the same order, padding and arguments as
+    ``distsampler.torch.DistributedSampler(dataset, num_replicas, rank, shuffle, seed,
+    drop_last, order=...)``), split across DataLoader workers by batches of ``batch_size``.
+
+    Use it with ``distsampler.data.DataLoader(adapter, batch_size=batch_size, num_workers=K)``:
+    that loader decides each pass's epoch (``set_epoch``, or ``auto_epoch`` advancing it) in the
+    main process and hands it to the workers, persistent or not, and its ``state_dict()``
+    resumes exactly. A plain torch DataLoader with workers cannot tell its workers a new epoch
+    or report progress: call ``set_epoch`` before each epoch there; its checkpoints are not
+    exact. ``batch_size`` must equal the DataLoader's (1 for ``batch_size=None``).
+
+    Yields ``dataset[index]``; ``len()`` is the number of samples this rank reads in the pass.
+    """
+
+    _distsampler_iterable = True
+
+    def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
+                 randperm: str = "auto", check_agreement: bool = True,
+                 process_group=None) -> None:
+        if num_replicas is None or rank is None:
+            if not dist.is_available():
+                raise RuntimeError("Requires distributed package to be available")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+        if isinstance(batch_size, bool) or operator.index(batch_size) < 1:
+            raise ValueError(f"batch_size = {batch_size!r} is out of range; allowed: an integer "
+                             ">= 1 (the DataLoader's batch_size, 1 for batch_size=None)")
+        self.dataset = dataset
+        self.batch_size = operator.index(batch_size)
+        self.num_replicas, self.rank = operator.index(num_replicas), operator.index(rank)
+        self.shuffle, self.drop_last, self.order = bool(shuffle), bool(drop_last), order
+        self._size = len(dataset)
+        self._make_core(_core.DistributedSampler, self._size, self.num_replicas, self.rank,
+                        operator.index(seed), self.shuffle, self.drop_last, order,
+                        getattr(_core.RandpermVariant, randperm_variant(randperm)))
+        self.seed = self._core.seed
+        self._init_passes(auto_epoch, check_agreement, process_group)
+        # The pass the main process decided, for the workers: epoch (two's complement), start,
+        # and whether a distsampler DataLoader armed it. Shared memory reaches workers forked or
+        # spawned, persistent or not.
+        self._shared = torch.zeros(3, dtype=torch.int64).share_memory_()
+
+    # ---- PassSampler hooks --------------------------------------------------------------------
+
+    def _remaining(self, start: int) -> int:
+        return self._core.remaining(min(start, self._size))
+
+    def _dataset_size(self) -> Optional[Tuple[int, int]]:
+        return len(self.dataset), self._size
+
+    def _check_epoch(self, epoch: int) -> None:
+        try:
+            self._core.epoch(epoch, self._size)
+        except IndexError as error:  # seed + epoch beyond 2^64 - 1
+            raise RuntimeError(str(error)) from error
+
+    def _config(self) -> Dict[str, Any]:
+        config = _core.fingerprint(self._core)
+        return {key: getattr(config, key) for key in (
+            "algorithm_version", "size", "seed", "shuffle", "drop_last", "order", "randperm",
+            "feistel_rounds")}
+
+    # ---- the DataLoader's side (main process) -------------------------------------------------
+
+    def _check_loader(self, loader) -> None:
+        expected = 1 if loader.batch_size is None else loader.batch_size
+        if expected != self.batch_size:
+            raise ValueError(
+                f"DistributedIterableDataset batch_size = {self.batch_size} but the DataLoader's "
+                f"batch_size = {loader.batch_size}: they must be equal (1 for batch_size=None) so "
+                "that the workers' batches arrive in the share's order")
+
+    def _publish(self, epoch: int, start: int, armed: bool) -> None:
+        self._shared[0] = epoch - 2**64 if epoch >= 2**63 else epoch
+        self._shared[1] = start
+        self._shared[2] = int(armed)
+
+    def _start_pass_for_loader(self) -> None:
+        live = self._start_pass()
+        live.tracked, live.trained = True, 0
+        self._publish(live.epoch, live.start, True)
+
+    def _received_batches(self, batches: int, per_batch: int) -> None:
+        live = self._live
+        if live is not None:
+            live.trained = min(batches * per_batch, live.total)
+
+    def _pass_ended(self) -> None:
+        if self._live is not None:
+            self._live.trained = self._live.total
+
+    def set_epoch(self, epoch: int) -> None:
+        PassSampler.set_epoch(self, epoch)
+        self._publish(self._epoch, self._resume_at, False)
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        PassSampler.load_state_dict(self, state)
+        self._publish(self._epoch, self._resume_at, False)
+
+    # ---- iteration (a worker, or the main process) --------------------------------------------
+
+    def _pass_to_read(self):
+        """(epoch, start, the Pass to count into or None) of the pass this iterator reads."""
+        epoch, start, armed = (int(value) for value in self._shared.tolist())
+        epoch %= 2**64
+        if get_worker_info() is not None:
+            return epoch, start, None  # the main process decided it (or set_epoch did)
+        if armed:  # a distsampler DataLoader with num_workers=0 started it just now
+            self._shared[2] = 0
+            return epoch, start, None
+        live = self._start_pass()  # used alone in the main process: a pass of its own,
+        live.tracked = True        # counted as it is read
+        return live.epoch, live.start, live
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, start, own = self._pass_to_read()
+        view = self._core.epoch(epoch, min(start, self._size))
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        total, size = len(view), self.batch_size
+        for first in range(worker * size, total, workers * size):
+            for position in range(first, min(first + size, total)):
+                if own is not None:
+                    own.trained += 1
+                yield self.dataset[view[position]]
+
+    def __len__(self) -> int:
+        return PassSampler.__len__(self)
