@@ -347,7 +347,8 @@ PYBIND11_MODULE(_core, m) {
             uint64_t* data = out.mutable_data();
             const auto count = static_cast<uint64_t>(out.size());
             py::gil_scoped_release release;
-            for (uint64_t j = 0; j < count; ++j) data[j] = sampler.global(epoch, first + j * stride);
+            for (uint64_t j = 0; j < count; ++j)
+              data[j] = sampler.global(epoch, first + j * stride);
           },
           py::arg("epoch"), py::arg("first"), py::arg("stride"), py::arg("out").noconvert(),
           "out[j] = global draw first + j * stride of `epoch` (a resumed pass), without the GIL");

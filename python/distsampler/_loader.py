@@ -12,6 +12,7 @@ sampler with ``state_dict``/``load_state_dict`` is snapshotted through them; one
 fast-forwarded on resume by drawing and discarding the batches already received (deterministic
 samplers only).
 """
+import weakref
 from typing import Any, Dict, Optional
 
 import torch.utils.data
@@ -28,7 +29,11 @@ class _Tracking:
     _distsampler_tracks = True  # read by _passes: this loader reports what the loop received
 
     def _setup_tracking(self, loader: "DataLoader") -> None:
-        self._stateful_loader = loader
+        # A loader with persistent workers holds its iterator: a weak reference back avoids a
+        # cycle, which would leave the workers running until a garbage collection shuts them
+        # down (slowly, from whatever code it interrupts). Otherwise the iterator may outlive
+        # the loader (iter(DataLoader(...))) and holds it.
+        self._stateful_loader = weakref.proxy(loader) if loader._holds_iterator() else loader
         self._snapshots: Dict[Any, Any] = {}
         self._skip = loader._pending_skip
         loader._pending_skip = 0
@@ -170,6 +175,9 @@ class DataLoader(torch.utils.data.DataLoader):
             source._live.trained = source._live.count
         self._received = 0
         self._foreign_state = None
+
+    def _holds_iterator(self) -> bool:
+        return self.persistent_workers and self.num_workers > 0
 
     def _get_iterator(self):
         if self.num_workers == 0:

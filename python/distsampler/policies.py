@@ -545,6 +545,7 @@ class DistributedSamplerWrapper(_OrderSampler):
         super().__init__(num_replicas, rank, drop_last, auto_epoch, check_agreement,
                          process_group)
         self.sampler = sampler
+        self.seed = 0  # torch's attribute; the randomness is the wrapped sampler's own
 
     def _size(self) -> int:
         return len(self.sampler)

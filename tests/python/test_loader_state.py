@@ -1,0 +1,414 @@
+"""Checkpoints that count what the training loop received: distsampler.data.DataLoader with
+workers and prefetch, every policy sampler's state_dict, elastic resume, set_epoch during a pass,
+len() after a resume, a dataset that changed size, ranks loading different checkpoints, the
+framework checks (Lightning, Ray), and the IterableDataset adapter."""
+import copy
+import inspect
+import pickle
+import random
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.utils.data as tud
+from torch.utils.data.distributed import DistributedSampler as TorchDistributedSampler
+
+import loader_helpers
+from distsampler.data import DataLoader, DistributedIterableDataset
+from distsampler.policies import (BlendedDistributedSampler, BucketedBatchSampler,
+                                  DistributedBatchSampler, DistributedEvalSampler,
+                                  DistributedSamplerWrapper, ShardedDistributedSampler,
+                                  WeightedDistributedSampler)
+from distsampler.torch import CheckpointMismatch, DistributedSampler
+
+N = 103
+
+
+def Indices(size: int = N) -> loader_helpers.Indices:
+    return loader_helpers.Indices(size)
+
+
+flat = loader_helpers.flat
+
+
+# name -> (factory(num_replicas, rank), is_batch_sampler, global stream of one epoch as a
+# function of (epoch)): the stream is what the job reads position by position, for any W.
+def weights():
+    return [1.0 + (i * 7) % 5 for i in range(N)]
+
+
+SAMPLERS = {
+    "torch": (lambda w, r: DistributedSampler(Indices(), w, r, seed=11), False),
+    "feistel": (lambda w, r: DistributedSampler(Indices(), w, r, seed=11, order="feistel"),
+                False),
+    "eval": (lambda w, r: DistributedEvalSampler(Indices(), w, r, shuffle=True, seed=1), False),
+    "weighted": (lambda w, r: WeightedDistributedSampler(weights(), 90, w, r, seed=3), False),
+    "blended": (lambda w, r: BlendedDistributedSampler([40, N - 40], [0.25, 0.75], 97, w, r,
+                                                       seed=5), False),
+    "sharded": (lambda w, r: ShardedDistributedSampler([30, 20, 33, 20], w, r, seed=2), False),
+    "wrapper": (lambda w, r: DistributedSamplerWrapper(
+        tud.RandomSampler(range(N), generator=torch.Generator().manual_seed(1)), w, r), False),
+    "batches": (lambda w, r: DistributedBatchSampler(Indices(), 4, w, r, seed=6), True),
+    "bucketed": (lambda w, r: BucketedBatchSampler([(5 * i) % 13 for i in range(N)], 4, w, r,
+                                                   seed=7, window_batches=3), True),
+}
+
+
+def global_stream(name, epoch):
+    """The epoch's items in global position order, read with one rank (W = 1)."""
+    sampler = SAMPLERS[name][0](1, 0)
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+def loader(name, sampler, **kwargs):
+    if SAMPLERS[name][1]:
+        return DataLoader(Indices(), batch_sampler=sampler, **kwargs)
+    return DataLoader(Indices(), sampler=sampler, batch_size=kwargs.pop("batch_size", 8),
+                      **kwargs)
+
+
+def units(batches, is_batch):
+    """What a rank read, one entry per global position: a batch (batch samplers) or an index."""
+    if is_batch:
+        return [tuple(batch.tolist()) for batch in batches]
+    return flat(batches)
+
+
+@pytest.mark.parametrize("trial", range(6))
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_a_loader_checkpoint_with_workers_resumes_exactly_on_another_world_size(name, trial):
+    """W ranks, each a DataLoader with 2 workers and prefetch 2, stop after k batches; the
+    checkpoint of rank 0 resumes on W' ranks. Position by position, every global position of
+    the epoch is read once: before the cut by rank r at its j-th item, position r + j W; after
+    it by rank r' at its j-th item, C + r' + j W'."""
+    rng = random.Random(f"{name}-{trial}")
+    factory, is_batch = SAMPLERS[name]
+    world, world_after = rng.choice([1, 2, 3, 4]), rng.choice([1, 2, 3, 5])
+    epoch = rng.randrange(3)
+    stream = global_stream(name, epoch)
+    read = {}  # global position -> item
+    states = []
+    steps = None
+    for rank in range(world):
+        sampler = factory(world, rank)
+        dl = loader(name, sampler, num_workers=2, prefetch_factor=2)
+        sampler.set_epoch(epoch)
+        total = len(dl)
+        steps = rng.randrange(total + 1) if steps is None else steps
+        iterator = iter(dl)
+        for j, item in enumerate(units([next(iterator) for _ in range(steps)], is_batch)):
+            read.setdefault(rank + j * world, []).append(item)
+        states.append(dl.state_dict())
+        # The sampler's own checkpoint agrees with the loader's: exact too.
+        assert sampler.state_dict() == states[-1]["sampler"]
+        del iterator
+    assert all(state == states[0] for state in states)  # the same on every rank
+    consumed = states[0]["sampler"]["consumed"]
+    assert consumed == steps * world * (1 if is_batch else 8) or (
+        steps == total and consumed >= len(stream))
+    for rank in range(world_after):
+        sampler = factory(world_after, rank)
+        dl = loader(name, sampler, num_workers=2, prefetch_factor=2, persistent_workers=True)
+        dl.load_state_dict(copy.deepcopy(states[0]))
+        sampler.set_epoch(epoch)  # the loop's usual call keeps the loaded position
+        expected = len(sampler)
+        rest = units(list(dl), is_batch)
+        assert len(rest) == expected
+        for j, item in enumerate(rest):
+            read.setdefault(consumed + rank + j * world_after, []).append(item)
+    stream = [tuple(item) if is_batch else item for item in stream]
+    # Each position read once, with the item the stream has there (wrapped-around padding
+    # reads the stream's start again, as partition.h says).
+    size = len(stream)
+    for position, items in read.items():
+        assert len(items) == 1, (position, items)
+        assert items[0] == stream[position % size] or name == "weighted", position
+    if name == "weighted":  # with replacement: draws past num_samples continue the stream
+        longer = WeightedDistributedSampler(weights(), 2 * 90 + 10, 1, 0, seed=3)
+        longer.set_epoch(epoch)
+        draws = list(longer)
+        assert all(items[0] == draws[p] for p, items in read.items())
+    real = {p for p in read if p < size}
+    padded = name == "eval" or not dl.sampler.drop_last if not is_batch else True
+    assert real == set(range(size)) or not padded
+
+
+def test_a_plain_sampler_read_by_a_torch_loader_with_workers_warns_at_checkpoint():
+    sampler = DistributedSampler(Indices(), 2, 0)
+    iterator = iter(tud.DataLoader(Indices(), sampler=sampler, batch_size=4, num_workers=2))
+    next(iterator)
+    with pytest.warns(UserWarning, match="prefetch_factor=2.*distsampler.data.DataLoader"):
+        state = sampler.state_dict()
+    assert state["consumed"] > 4 * 2  # what it handed out: ahead of the one batch received
+    del iterator
+    # Read at the loop's pace (no workers), it is exact and silent.
+    sampler = DistributedSampler(Indices(), 2, 0)
+    iterator = iter(tud.DataLoader(Indices(), sampler=sampler, batch_size=4))
+    next(iterator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sampler.state_dict()["consumed"] == 8
+
+
+def test_a_foreign_sampler_with_state_and_a_stateless_one_resume_at_the_received_batch():
+    class Counting(tud.Sampler):
+        """torchdata's protocol: state_dict/load_state_dict on the sampler."""
+
+        def __init__(self):
+            self.start, self.yielded = 0, 0
+
+        def __iter__(self):
+            for i in range(self.start, N):
+                self.yielded = i + 1
+                yield i
+            self.start = 0
+
+        def __len__(self):
+            return N - self.start
+
+        def state_dict(self):
+            return {"next": self.yielded}
+
+        def load_state_dict(self, state):
+            self.start = state["next"]
+
+    for sampler_class in (Counting, lambda: tud.SequentialSampler(range(N))):
+        dl = DataLoader(Indices(), sampler=sampler_class(), batch_size=5, num_workers=2)
+        iterator = iter(dl)
+        head = flat(next(iterator) for _ in range(3))
+        state = dl.state_dict()
+        del iterator
+        resumed = DataLoader(Indices(), sampler=sampler_class(), batch_size=5, num_workers=2)
+        resumed.load_state_dict(state)
+        assert head + flat(resumed) == list(range(N))
+
+
+def test_set_epoch_of_the_epoch_in_progress_keeps_the_position():
+    sampler = DistributedSampler(Indices(), 1, 0)
+    sampler.set_epoch(2)
+    dl = DataLoader(Indices(), sampler=sampler, batch_size=10, num_workers=2)
+    iterator = iter(dl)
+    for _ in range(6):
+        next(iterator)
+    sampler.set_epoch(2)  # a framework's hook, mid-epoch
+    assert sampler.state_dict()["consumed"] == 60 and dl.state_dict()["sampler"]["consumed"] == 60
+    sampler.set_epoch(3)  # another epoch: the next pass starts it from the beginning
+    assert (sampler.state_dict()["epoch"], sampler.state_dict()["consumed"]) == (3, 0)
+    del iterator
+
+
+def test_len_after_a_resume_is_what_the_resumed_pass_yields():
+    sampler = DistributedSampler(Indices(), 2, 1)
+    state = DistributedSampler(Indices(), 4, 0).state_dict()
+    state_at_50 = dict(state)
+    donor = DistributedSampler(Indices(), 2, 0)
+    iterator = iter(donor)
+    for _ in range(25):
+        next(iterator)
+    state_at_50 = donor.state_dict()
+    assert state_at_50["consumed"] == 50
+    sampler.load_state_dict(state_at_50)
+    assert len(sampler) == 27 == len(list(sampler))  # positions 51, 53, ..., 103 (wrapped)
+    assert len(sampler) == 52  # the next pass: the whole share of the next epoch
+    assert state["consumed"] == 0
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_a_dataset_that_changed_size_is_an_error_at_the_next_pass(name):
+    if name in ("weighted", "blended", "sharded", "wrapper", "bucketed"):
+        return  # no dataset of their own: sizes, weights, lengths or a sampler
+    sampler = SAMPLERS[name][0](2, 0)
+    sampler.dataset.size = N + 1
+    with pytest.raises(ValueError, match=f"len\\(dataset\\) = {N + 1} .* {N} samples"):
+        next(iter(sampler))
+
+
+def test_the_drop_in_and_the_rank_sharding_policies_are_pytorch_distributed_samplers():
+    """Lightning (_requires_distributed_sampler), Ray Train (prepare_data_loader) check
+    isinstance(loader.sampler, DistributedSampler) and otherwise replace the sampler."""
+    for name in ("torch", "eval", "weighted", "blended", "sharded", "wrapper"):
+        sampler = SAMPLERS[name][0](2, 1)
+        assert isinstance(sampler, TorchDistributedSampler), name
+        for attribute in ("num_replicas", "rank", "drop_last", "shuffle", "num_samples",
+                          "total_size", "epoch", "seed"):
+            getattr(sampler, attribute)
+
+
+def lightning_process_dataloader(dataloader, world_size, rank):
+    """Lightning 2.x's decision, emulated (trainer/connectors/data_connector.py and
+    utilities/data.py): a distributed run replaces a DataLoader's sampler unless it is already a
+    DistributedSampler, rebuilding the loader from its attributes; set_epoch then reaches
+    loader.sampler and loader.batch_sampler.sampler."""
+    if not isinstance(dataloader.sampler, TorchDistributedSampler):
+        sampler = TorchDistributedSampler(dataloader.dataset, world_size, rank, shuffle=True)
+        signature = inspect.signature(type(dataloader).__init__).parameters
+        kwargs = {key: getattr(dataloader, key) for key in ("num_workers", "collate_fn",
+                                                            "pin_memory", "drop_last")
+                  if key in signature}
+        dataloader = type(dataloader)(dataloader.dataset, batch_size=dataloader.batch_size,
+                                      sampler=sampler, **kwargs)
+    return dataloader
+
+
+def lightning_set_epoch(dataloader, epoch):
+    objects = {id(o): o for o in (getattr(dataloader, "sampler", None),
+                                  getattr(getattr(dataloader, "batch_sampler", None), "sampler",
+                                          None)) if o is not None}
+    for o in objects.values():
+        if callable(getattr(o, "set_epoch", None)):
+            o.set_epoch(epoch)
+
+
+def test_a_lightning_style_replacement_leaves_the_sampler_in_place():
+    ours = DistributedSampler(Indices(), 2, 1, seed=9)
+    dl = DataLoader(Indices(), sampler=ours, batch_size=4, num_workers=2)
+    processed = lightning_process_dataloader(dl, 2, 1)
+    assert processed is dl and processed.sampler is ours
+    # ... where torch's RandomSampler would be replaced (the emulation does replace).
+    plain = DataLoader(Indices(), shuffle=True, batch_size=4)
+    assert isinstance(lightning_process_dataloader(plain, 2, 1).sampler, TorchDistributedSampler)
+    # set_epoch reaches our sampler, and a batch sampler through its .sampler.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for epoch in range(2):
+            lightning_set_epoch(processed, epoch)
+            assert flat(processed) == ours.indices(epoch).tolist()
+        batches = DistributedBatchSampler(Indices(), 4, 2, 1)
+        bdl = DataLoader(Indices(), batch_sampler=batches, num_workers=2)
+        for epoch in range(2):
+            lightning_set_epoch(bdl, epoch)
+            assert batches.epoch == epoch
+            list(bdl)
+
+
+# ---- ranks loading different checkpoints, with the collective faked ----
+
+class FakeGroup:
+    def __init__(self, monkeypatch, world, others):
+        self.world, self.others = world, others
+        monkeypatch.setattr(dist, "is_available", lambda: True)
+        monkeypatch.setattr(dist, "is_initialized", lambda: True)
+        monkeypatch.setattr(dist, "get_world_size", lambda group=None: world)
+        monkeypatch.setattr(dist, "all_gather_object", self.all_gather_object)
+
+    def all_gather_object(self, out, obj, group=None):
+        for r in range(self.world):
+            out[r] = self.others(r, obj)
+
+
+@pytest.mark.parametrize("name", ["torch", "blended", "bucketed"])
+def test_ranks_loading_different_checkpoints_stop_naming_what_differs(monkeypatch, name):
+    factory = SAMPLERS[name][0]
+    donor = factory(3, 0)
+    state = donor.state_dict()
+
+    def other_epoch(rank, obj):
+        return {**obj, "epoch": 1} if rank == 1 else obj
+
+    FakeGroup(monkeypatch, 3, other_epoch)
+    sampler = factory(3, 0)
+    before = sampler.state_dict()
+    with pytest.raises(CheckpointMismatch, match="epoch = 0 on ranks 0, 2; 1 on rank 1"):
+        sampler.load_state_dict(state)
+    assert sampler.state_dict() == before  # nothing changed
+
+    def rank_2_failed(rank, obj):
+        return {"error": "ValueError: state checksum"} if rank == 2 else obj
+
+    FakeGroup(monkeypatch, 3, rank_2_failed)
+    with pytest.raises(CheckpointMismatch, match="rank 2: ValueError: state checksum"):
+        factory(3, 0).load_state_dict(state)
+    # The same checkpoint everywhere loads.
+    FakeGroup(monkeypatch, 3, lambda rank, obj: obj)
+    factory(3, 0).load_state_dict(state)
+
+
+# ---- every policy sampler's state ----
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_policy_states_reject_edits_other_configurations_and_survive_pickling(name):
+    factory, _ = SAMPLERS[name]
+    sampler = factory(2, 0)
+    iterator = iter(sampler)
+    for _ in range(3):
+        next(iterator)
+    state = sampler.state_dict()
+    assert state["consumed"] == 6 and state["epoch"] == 0
+    if name != "wrapper":  # torch's RandomSampler with a generator does not pickle
+        clone = pickle.loads(pickle.dumps(sampler))
+        assert clone.state_dict() == state
+    if name in ("torch", "feistel"):
+        return  # the C++ state format: tests/python/test_torch_sampler.py
+    edited = {**state, "consumed": 8}
+    with pytest.raises(ValueError, match="checksum"):
+        factory(2, 0).load_state_dict(edited)
+    other = next(n for n in SAMPLERS if n != name and n not in ("torch", "feistel"))
+    with pytest.raises(ValueError, match=f"state kind = '{type(sampler).__name__}' but"):
+        SAMPLERS[other][0](2, 0).load_state_dict(state)
+
+
+def test_a_policy_state_of_another_configuration_names_the_field():
+    state = BlendedDistributedSampler([40, 63], [0.25, 0.75], 97, 2, 0, seed=5).state_dict()
+    with pytest.raises(ValueError, match="state seed = 5 but this sampler's seed = 6"):
+        BlendedDistributedSampler([40, 63], [0.25, 0.75], 97, 2, 0, seed=6).load_state_dict(state)
+
+
+# ---- the IterableDataset adapter ----
+
+@pytest.mark.parametrize("workers,persistent", [(0, False), (1, False), (1, True), (2, False),
+                                                (2, True)])
+def test_the_iterable_adapter_reads_the_share_in_order_across_workers(workers, persistent):
+    world = 3
+    for rank in range(world):
+        adapter = DistributedIterableDataset(Indices(), 4, world, rank, seed=8)
+        dl = DataLoader(adapter, batch_size=4, num_workers=workers,
+                        persistent_workers=persistent)
+        reference = DistributedSampler(Indices(), world, rank, seed=8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for epoch in range(3):
+                adapter.set_epoch(epoch)
+                assert flat(dl) == reference.indices(epoch).tolist()
+        # Without set_epoch the loader advances the epoch itself (and warns once).
+        with pytest.warns(UserWarning, match="set_epoch"):
+            assert flat(dl) == reference.indices(3).tolist()
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_the_iterable_adapter_resumes_exactly_on_another_world_size(trial):
+    rng = random.Random(trial)
+    world, world_after = rng.choice([1, 2, 3]), rng.choice([1, 2, 4])
+    positions = {}
+    steps, state = None, None
+    for rank in range(world):
+        adapter = DistributedIterableDataset(Indices(), 4, world, rank, seed=8)
+        dl = DataLoader(adapter, batch_size=4, num_workers=2, prefetch_factor=2)
+        adapter.set_epoch(1)
+        steps = rng.randrange(len(adapter) // 4 + 1) if steps is None else steps
+        iterator = iter(dl)
+        got = flat(next(iterator) for _ in range(steps))
+        for j, index in enumerate(got):
+            positions.setdefault(rank + j * world, []).append(index)
+        state = dl.state_dict()
+        del iterator
+    consumed = state["dataset"]["consumed"]
+    assert consumed == steps * 4 * world
+    for rank in range(world_after):
+        adapter = DistributedIterableDataset(Indices(), 4, world_after, rank, seed=8)
+        dl = DataLoader(adapter, batch_size=4, num_workers=2)
+        dl.load_state_dict(state)
+        for j, index in enumerate(flat(dl)):
+            positions.setdefault(consumed + rank + j * world_after, []).append(index)
+    order = DistributedSampler(Indices(), 1, 0, seed=8).indices(1).tolist()
+    assert all(len(v) == 1 and v[0] == order[p % N] for p, v in positions.items())
+    assert {p for p in positions if p < N} == set(range(N))
+
+
+def test_the_iterable_adapter_and_the_loader_must_agree_on_the_batch_size():
+    adapter = DistributedIterableDataset(Indices(), 4, 1, 0)
+    with pytest.raises(ValueError, match="batch_size = 4 but the DataLoader's batch_size = 8"):
+        DataLoader(adapter, batch_size=8)
+    with pytest.raises(ValueError, match="batch_size = 0"):
+        DistributedIterableDataset(Indices(), 0, 1, 0)
