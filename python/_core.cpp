@@ -212,6 +212,17 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("start"), "Samples per rank left in an epoch resumed at global position `start`")
       .def(
+          "check_epoch",
+          [](const DistributedSampler& sampler, uint64_t epoch) {
+            const SamplerOptions& options = sampler.options();
+            if (options.shuffle && options.order == OrderKind::kTorch) {
+              options.seed.plus_epoch(epoch);
+            }
+          },
+          py::arg("epoch"),
+          "Raises IndexError when `epoch` cannot be read (seed + epoch beyond 2^64 - 1 for the\n"
+          "torch order), without building the order")
+      .def(
           "epoch",
           [](const DistributedSampler& sampler, uint64_t epoch, uint64_t start) {
             py::gil_scoped_release release;

@@ -154,7 +154,8 @@ class PassSampler:
     ``_init_passes`` and provides:
 
     * ``_remaining(start)``: items this rank reads in a pass starting at global position start;
-    * ``_chunks(epoch, start)``: the pass's items as a generator of lists;
+    * ``_chunks(epoch, start)``: the pass's items as an iterable of lists, built eagerly enough
+      to raise at once when the epoch cannot be read;
     * ``_config()``: the configuration a checkpoint must match (JSON values);
     * ``_dataset_size()``: ``(len(dataset), size)`` to compare at each pass start, or None.
     """
@@ -197,11 +198,13 @@ class PassSampler:
         return itertools.chain.from_iterable(self._run_pass())
 
     def _run_pass(self):
-        progress = self._start_pass()
-        for items in self._chunks(progress.epoch, progress.start):
+        progress, chunks = self._start_pass()
+        for items in chunks:
             yield progress.next_chunk(items)
 
-    def _start_pass(self) -> Pass:
+    def _start_pass(self) -> Tuple[Pass, Any]:
+        """Decides the pass's epoch and start, builds its chunks (which raises, changing nothing,
+        when the epoch cannot be read), then makes it the live pass."""
         sizes = self._dataset_size()
         if sizes is not None and sizes[0] != sizes[1]:
             raise ValueError(
@@ -222,18 +225,15 @@ class PassSampler:
                     f"repeat epoch {epoch - 1}'s order). Call sampler.set_epoch(epoch) before "
                     f"each epoch, or pass auto_epoch=False for PyTorch's behaviour. Shown once "
                     f"per sampler.", UserWarning, stacklevel=4)
-        self._check_epoch(epoch)
+        chunks = self._chunks(epoch, start)
         live = Pass(epoch, start, self.num_replicas, self._remaining(start))
         live.prefetched = _plain_loader_with_workers()
         self._epoch, self._explicit, self._resume_at, self._live = epoch, False, 0, live
-        return live
+        return live, chunks
 
     # Hooks with defaults.
     def _before_first_pass(self) -> None:
         """Runs at the start of every pass, before the epoch is decided."""
-
-    def _check_epoch(self, epoch: int) -> None:
-        """Raises when `epoch` cannot be read (DistributedSampler: seed + epoch overflow)."""
 
     def _dataset_size(self) -> Optional[Tuple[int, int]]:
         return None

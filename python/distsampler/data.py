@@ -82,11 +82,13 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
     def _dataset_size(self) -> Optional[Tuple[int, int]]:
         return len(self.dataset), self._size
 
-    def _check_epoch(self, epoch: int) -> None:
+    def _chunks(self, epoch: int, start: int):
+        # The workers build the pass's order; the main process only checks that it can be read.
         try:
-            self._core.epoch(epoch, self._size)
+            self._core.check_epoch(epoch)
         except IndexError as error:  # seed + epoch beyond 2^64 - 1
             raise RuntimeError(str(error)) from error
+        return ()
 
     def _config(self) -> Dict[str, Any]:
         config = _core.fingerprint(self._core)
@@ -110,7 +112,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         self._shared[2] = int(armed)
 
     def _start_pass_for_loader(self) -> None:
-        live = self._start_pass()
+        live, _ = self._start_pass()
         live.tracked, live.trained = True, 0
         self._publish(live.epoch, live.start, True)
 
@@ -142,7 +144,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         if armed:  # a distsampler DataLoader with num_workers=0 started it just now
             self._shared[2] = 0
             return epoch, start, None
-        live = self._start_pass()  # used alone in the main process: a pass of its own,
+        live, _ = self._start_pass()  # used alone in the main process: a pass of its own,
         live.tracked = True        # counted as it is read
         return live.epoch, live.start, live
 

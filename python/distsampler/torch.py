@@ -135,9 +135,6 @@ class DistributedSampler(CoreArgs, PassSampler,
         except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's RuntimeError
             raise RuntimeError(str(error)) from error
 
-    def _check_epoch(self, epoch: int) -> None:
-        self._view(epoch, self._config_fields["size"])  # an empty view: cheap
-
     def _chunks(self, epoch: int, start: int):
         view = self._view(epoch, start)
         return fill_chunks(len(view), view.fill, _CHUNK)
