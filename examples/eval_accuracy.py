@@ -19,7 +19,7 @@ each class over the first --train-size training images, in float64.
 
 Run under torchrun (gloo, CPU), from the repository root after the build:
     OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run \
-        --nproc_per_node=3 --redirects 2 --tee 2 --rdzv_endpoint=localhost:0 \
+        --nproc_per_node=3 --redirects 2 --tee 2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 \
         examples/eval_accuracy.py
 
 Rank 0 prints `eval VARIANT correct=C count=N accuracy=A steps=MIN..MAX` per variant (steps: the
