@@ -412,3 +412,17 @@ def test_the_iterable_adapter_and_the_loader_must_agree_on_the_batch_size():
         DataLoader(adapter, batch_size=8)
     with pytest.raises(ValueError, match="batch_size = 0"):
         DistributedIterableDataset(Indices(), 0, 1, 0)
+
+
+@pytest.mark.parametrize("batch_size", [None, 5])
+def test_a_loaded_state_resumes_through_a_plain_torch_loader_with_workers(batch_size):
+    """The issue as reported: a torch DataLoader with workers (which calls iter() twice) resuming
+    from (epoch 0, consumed 50 of 100) read all of epoch 1."""
+    donor = DistributedSampler(Indices(100), 1, 0, seed=3)
+    iterator = iter(donor)
+    head = [next(iterator) for _ in range(50)]
+    sampler = DistributedSampler(Indices(100), 1, 0, seed=3)
+    sampler.load_state_dict(donor.state_dict())
+    rest = flat(tud.DataLoader(Indices(100), sampler=sampler, batch_size=batch_size,
+                               num_workers=2))
+    assert head + rest == donor.indices(0).tolist()
