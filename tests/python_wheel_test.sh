@@ -37,7 +37,7 @@ cd "$work/src"
 wheels=(dist/distsampler-"$version"-*.whl)
 [ ${#wheels[@]} = 1 ] && [ -f "${wheels[0]}" ] || { echo "FAIL: no single wheel: ${wheels[*]}"; exit 1; }
 "$python" -m venv --system-site-packages "$work/venv2"
-"$work/venv2/bin/pip" install --no-index --no-deps "${wheels[0]}"
+"$work/venv2/bin/pip" install "${wheels[0]}"
 cd "$work"
 got=$("$work/venv2/bin/pip" show distsampler | sed -n 's/^Version: //p')
 [ "$got" = "$version" ] || { echo "FAIL: pip show distsampler: version '$got', want $version"; exit 1; }
