@@ -10,6 +10,9 @@
 set -euo pipefail
 source_dir="$1" version="$2" work="$3" cli="$4" golden="$5" python="${6:-/usr/bin/python3}"
 unset PYTHONPATH DISTSAMPLER_PYTHON_DIR
+step() { echo "== $*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+check_pip_show() { [ "$1" = "$version" ] || fail "pip show distsampler: version '$1', want $version"; }
 rm -rf "$work"
 mkdir -p "$work/src"
 tar -C "$source_dir" --exclude='./build*' --exclude=./.git --exclude='*.egg-info' \
@@ -18,9 +21,8 @@ bumped="${version%.*}.$((${version##*.} + 100))"
 sed -i "s/^project(distsampler VERSION $version /project(distsampler VERSION $bumped /" \
   "$work/src/CMakeLists.txt"
 grep -q "^project(distsampler VERSION $bumped " "$work/src/CMakeLists.txt" ||
-  { echo "FAIL: no 'project(distsampler VERSION $version ' line in CMakeLists.txt"; exit 1; }
+  fail "no 'project(distsampler VERSION $version ...' in CMakeLists.txt"
 version="$bumped"
-step() { echo "== $*"; }
 
 step "pip install into a venv"
 cd "$work/src"
@@ -29,18 +31,18 @@ cd "$work/src"
 cd "$work"
 "$work/venv/bin/python" -c "import distsampler.torch"
 got=$("$work/venv/bin/pip" show distsampler | sed -n 's/^Version: //p')
-[ "$got" = "$version" ] || { echo "FAIL: pip show distsampler: version '$got', want $version"; exit 1; }
+check_pip_show "$got"
 
 step "wheel, installed into a fresh venv"
 cd "$work/src"
 "$python" -m build --no-isolation --wheel
 wheels=(dist/distsampler-"$version"-*.whl)
-[ ${#wheels[@]} = 1 ] && [ -f "${wheels[0]}" ] || { echo "FAIL: no single wheel: ${wheels[*]}"; exit 1; }
+[ ${#wheels[@]} = 1 ] && [ -f "${wheels[0]}" ] || fail "not one wheel: ${wheels[*]}"
 "$python" -m venv --system-site-packages "$work/venv2"
 "$work/venv2/bin/pip" install "${wheels[0]}"
 cd "$work"
 got=$("$work/venv2/bin/pip" show distsampler | sed -n 's/^Version: //p')
-[ "$got" = "$version" ] || { echo "FAIL: pip show distsampler: version '$got', want $version"; exit 1; }
+check_pip_show "$got"
 site=$("$work/venv2/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 "$work/venv2/bin/python" - "$version" "$site" <<'PY'
 import importlib.metadata
@@ -58,7 +60,8 @@ PY
 step "tests/python against the installed wheel"
 # conftest.py puts DISTSAMPLER_PYTHON_DIR first on sys.path: the venv's site-packages here.
 DISTSAMPLER_PYTHON_DIR="$site" DISTSAMPLER_BIN="$cli" DISTSAMPLER_GOLDEN_DIR="$golden" \
-  OMP_NUM_THREADS=1 "$work/venv2/bin/python" -m pytest -q -p no:cacheprovider "$source_dir/tests/python"
+  OMP_NUM_THREADS=1 "$work/venv2/bin/python" -m pytest -q -p no:cacheprovider \
+  "$source_dir/tests/python"
 
 step "the sdist holds what the CMake build reads"
 cd "$work/src"

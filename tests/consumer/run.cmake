@@ -55,11 +55,12 @@ set(ENV{PKG_CONFIG_PATH} ${pc_dir})
 execute_process(COMMAND pkg-config --modversion distsampler OUTPUT_VARIABLE pc_version
                 OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR NOT pc_version STREQUAL VERSION)
-  message(FATAL_ERROR "pkg-config --modversion distsampler: '${pc_version}' (${rc}), want ${VERSION}")
+  message(FATAL_ERROR "pkg-config --modversion distsampler: '${pc_version}' (${rc}), "
+                      "want ${VERSION}")
 endif()
 file(COPY ${SOURCE_DIR}/tests/consumer/main.cc DESTINATION ${WORK_DIR}/pkg-config)
-execute_process(COMMAND sh -c "c++ -std=c++17 -o consumer main.cc $(pkg-config --cflags --libs distsampler)"
-                WORKING_DIRECTORY ${WORK_DIR}/pkg-config RESULT_VARIABLE rc)
+set(command "c++ -std=c++17 -o consumer main.cc $(pkg-config --cflags --libs distsampler)")
+execute_process(COMMAND sh -c "${command}" WORKING_DIRECTORY ${WORK_DIR}/pkg-config RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "building main.cc with pkg-config --cflags --libs distsampler failed (${rc})")
 endif()
