@@ -15,6 +15,10 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES openmpi-bin libopenmpi-dev
 # the torchrun examples also need matplotlib and the Fashion-MNIST data.
 DISTSAMPLER_BUILD_PACKAGES="$DISTSAMPLER_BUILD_PACKAGES python3-dev pybind11-dev python3-pybind11 python3-numpy"
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-matplotlib dataset-fashion-mnist"
+# Packaging tests: the wheel and `pip install .` (pyproject.toml, setuptools driving CMake) in
+# venvs, and pkg-config for the installed library (tests/python_wheel_test.sh, tests/consumer/).
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-pip python3-venv python3-build"
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-setuptools python3-wheel pkgconf"
 DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
 
 ensure_packages() {

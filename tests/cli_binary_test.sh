@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The built distsampler binary as a shell sees it: streams, exit codes, binary output.
+# Usage: cli_binary_test.sh BINARY VERSION (VERSION: CMakeLists.txt's project() version)
 set -u
 bin="$1"
+version="$2"
 fail=0
 check() {  # check NAME EXPECTED_CODE ARGS...
   local name="$1" want="$2"
@@ -22,6 +24,9 @@ check bad_rank 2 indices --size 16 --world-size 2 --rank 2
 [ -s /tmp/ds_out.$$ ] && { echo "FAIL bad_rank wrote to stdout"; fail=1; }
 check no_command 2
 check help 0 --help
+check version 0 --version
+[ "$(cat /tmp/ds_out.$$)" = "distsampler $version" ] ||
+  { echo "FAIL version: '$(cat /tmp/ds_out.$$)', expected 'distsampler $version'"; fail=1; }
 check huge_feistel 0 indices --order feistel --size 1000000000000000 --world-size 8 --rank 3 \
   --start 100000000000 --count 5
 [ "$(wc -l </tmp/ds_out.$$)" = 5 ] || { echo "FAIL huge_feistel line count"; fail=1; }

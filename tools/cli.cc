@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "distsampler/distsampler.h"
+#include "distsampler/version.h"
 
 namespace distsampler::cli {
 namespace {
@@ -23,6 +24,7 @@ commands:
   demo      the DistributedSampler post's experiments: the forgotten set_epoch, and why each
             rank needs a distributed sampler
   help      this text; `distsampler <command> --help` describes a command
+  --version print "distsampler VERSION" (the library's version, version.h)
 
 exit status: 0 success, 1 a check that failed (audit), 2 a bad flag or value (one line on
 stderr).
@@ -269,6 +271,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (args.empty() || is_help(args[0])) {
     (args.empty() ? err : out) << kMainHelp;
     return args.empty() ? kExitUsage : kExitOk;
+  }
+  if (args[0] == "--version") {
+    if (args.size() > 1) {
+      err << "distsampler --version: takes no arguments\n";
+      return kExitUsage;
+    }
+    out << "distsampler " << DISTSAMPLER_VERSION_STRING << "\n";
+    return kExitOk;
   }
   const std::string& command = args[0];
   const bool wants_help = std::any_of(args.begin() + 1, args.end(), [](const std::string& a) {

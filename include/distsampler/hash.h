@@ -48,11 +48,37 @@ constexpr uint64_t hash_at(uint64_t key, uint64_t counter) {
   return mix64(mix64(counter ^ key) + key);
 }
 
+namespace detail {
+
+// The high 64 bits of the 128-bit product x * n, from four 32 x 32 -> 64 products: the
+// fallback where the compiler has no 128-bit integer. No sum below can overflow.
+constexpr uint64_t mul_high64_portable(uint64_t x, uint64_t n) {
+  const uint64_t x_lo = x & 0xffffffffu, x_hi = x >> 32;
+  const uint64_t n_lo = n & 0xffffffffu, n_hi = n >> 32;
+  const uint64_t lo_lo = x_lo * n_lo, hi_lo = x_hi * n_lo, lo_hi = x_lo * n_hi;
+  const uint64_t cross = (lo_lo >> 32) + (hi_lo & 0xffffffffu) + lo_hi;
+  return x_hi * n_hi + (hi_lo >> 32) + (cross >> 32);
+}
+
+#if defined(__SIZEOF_INT128__)
+// __extension__: a public header must compile under -Wpedantic, which rejects __int128.
+__extension__ typedef unsigned __int128 Uint128;
+#endif
+
+// The high 64 bits of x * n; the same bits on either path (hash_test).
+constexpr uint64_t mul_high64(uint64_t x, uint64_t n) {
+#if defined(__SIZEOF_INT128__)
+  return static_cast<uint64_t>((static_cast<Uint128>(x) * n) >> 64);
+#else
+  return mul_high64_portable(x, n);
+#endif
+}
+
+}  // namespace detail
+
 // floor(x * n / 2^64): maps a uniform 64-bit word to [0, n) (Lemire's multiply-shift; the bias is
 // at most n / 2^64).
-inline uint64_t scale_to(uint64_t x, uint64_t n) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * n) >> 64);
-}
+inline uint64_t scale_to(uint64_t x, uint64_t n) { return detail::mul_high64(x, n); }
 
 }  // namespace distsampler
 

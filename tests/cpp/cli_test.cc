@@ -8,6 +8,7 @@
 
 #include "distsampler/hash.h"
 #include "distsampler/sampler.h"
+#include "distsampler/version.h"
 
 namespace distsampler {
 namespace {
@@ -203,6 +204,21 @@ TEST(Cli, HelpEverywhere) {
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.out.find("usage: distsampler"), std::string::npos);
   }
+}
+
+TEST(Cli, VersionIsTheLibrarysVersion) {
+  const Result r = run({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "distsampler " DISTSAMPLER_VERSION_STRING "\n");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(std::string(DISTSAMPLER_VERSION_STRING),
+            std::to_string(DISTSAMPLER_VERSION_MAJOR) + "." +
+                std::to_string(DISTSAMPLER_VERSION_MINOR) + "." +
+                std::to_string(DISTSAMPLER_VERSION_PATCH));
+  EXPECT_NE(run({}).err.find("--version"), std::string::npos);  // listed in the help
+  const Result extra = run({"--version", "--size", "3"});
+  EXPECT_EQ(extra.code, 2);
+  EXPECT_EQ(extra.out, "");
 }
 
 TEST(Cli, DemoShowsTheRepeatedOrderAndTheFix) {
