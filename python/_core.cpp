@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -243,6 +244,12 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "array",
           [](const EpochOrder& order) {
+            constexpr uint64_t kMaxArray = uint64_t{1} << 60;  // bytes must fit a ssize_t
+            if (order.size() > kMaxArray) {
+              throw std::length_error("size = " + std::to_string(order.size()) +
+                                      " is too large for one array; allowed: size <= 2^60 (read "
+                                      "a window of a view with fill instead)");
+            }
             py::array_t<uint64_t> out(static_cast<py::ssize_t>(order.size()));
             uint64_t* data = out.mutable_data();
             py::gil_scoped_release release;

@@ -27,6 +27,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "distsampler/torch_random.h"
+
 namespace distsampler {
 namespace {
 
@@ -260,9 +262,16 @@ std::string field_value(const Fingerprint& f, std::string_view field) {
   throw std::invalid_argument("field = '" + std::string(field) + "' is not a fingerprint field");
 }
 
+bool randperm_matters(const Fingerprint& f) {
+  return f.order == OrderKind::kTorch && f.shuffle && f.size >= kRandpermInsideOutThreshold;
+}
+
 std::vector<std::string> differing_fields(const Fingerprint& a, const Fingerprint& b) {
   std::vector<std::string> out;
   for (const char* name : kFieldNames) {
+    if (std::string_view(name) == "randperm" && !randperm_matters(a) && !randperm_matters(b)) {
+      continue;
+    }
     if (field_value(a, name) != field_value(b, name)) out.emplace_back(name);
   }
   return out;
@@ -270,7 +279,10 @@ std::vector<std::string> differing_fields(const Fingerprint& a, const Fingerprin
 
 std::string describe_disagreement(const std::vector<Fingerprint>& per_rank) {
   std::string message;
+  bool randperm_counts = false;
+  for (const Fingerprint& f : per_rank) randperm_counts = randperm_counts || randperm_matters(f);
   for (const char* name : kFieldNames) {
+    if (std::string_view(name) == "randperm" && !randperm_counts) continue;
     // value -> ranks, in order of first appearance (ranks ascending).
     std::vector<std::pair<std::string, std::vector<size_t>>> groups;
     for (size_t r = 0; r < per_rank.size(); ++r) {

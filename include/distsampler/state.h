@@ -41,14 +41,21 @@ struct Fingerprint {
 
 Fingerprint fingerprint(const SamplerOptions& options);
 
+// Whether the randperm variant changes the order this fingerprint describes: the torch order,
+// shuffled, of at least kRandpermInsideOutThreshold samples (below it the variants agree).
+bool randperm_matters(const Fingerprint& f);
+
 // The names of the fields in which a and b differ ("size", "seed", ...), in declaration order.
+// randperm counts only where it changes the order of a or b (randperm_matters), so a job and
+// its checkpoint, or ranks, on different PyTorch versions agree wherever their orders do.
 std::vector<std::string> differing_fields(const Fingerprint& a, const Fingerprint& b);
 // A field's value as text ("torch", "true", "-3", ...); `field` is one of the names above.
 std::string field_value(const Fingerprint& f, std::string_view field);
 
 // Empty when every rank's fingerprint (per_rank[r] is rank r's) is the same; otherwise one line
 // per differing field naming the values and the ranks that hold them, e.g.
-// "seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1".
+// "seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1". randperm as in
+// differing_fields: only where it changes some rank's order.
 std::string describe_disagreement(const std::vector<Fingerprint>& per_rank);
 
 // A checkpoint: the job has consumed global positions [0, consumed) of epoch `epoch`'s order

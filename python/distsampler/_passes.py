@@ -37,6 +37,40 @@ class CheckpointMismatch(ValueError):
     load its checkpoint)."""
 
 
+def check_uint64(name: str, value, minimum: int = 0) -> int:
+    """An integer in [minimum, 2^64 - 1] (what the C++ core's uint64 fields take), as a ValueError
+    naming `name` otherwise: a bool is not an integer here (PyTorch's samplers refuse it), a
+    float is operator.index's TypeError."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise ValueError(f"{name} = {value!r} is a bool; allowed: an integer >= {minimum}")
+    value = operator.index(value)
+    if not minimum <= value <= EPOCH_MAX:
+        raise ValueError(f"{name} = {value} is out of range; allowed: {minimum} <= {name} "
+                         "<= 2^64 - 1")
+    return value
+
+
+def resolve_world(num_replicas, rank) -> Tuple[int, int]:
+    """num_replicas and rank, from the process group when omitted (PyTorch's rule and errors),
+    num_replicas within the core's range."""
+    if num_replicas is None or rank is None:
+        if not dist.is_available():
+            raise RuntimeError("Requires distributed package to be available")
+        num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+        rank = dist.get_rank() if rank is None else rank
+    num_replicas, rank = operator.index(num_replicas), operator.index(rank)
+    if rank >= num_replicas or rank < 0:
+        raise ValueError(f"Invalid rank {rank}, rank should be in the interval"
+                         f" [0, {num_replicas - 1}]")
+    return check_uint64("num_replicas", num_replicas, 1), rank
+
+
+def check_order(order) -> str:
+    if order not in ("torch", "feistel"):
+        raise ValueError(f"order = {order!r} is not an order; allowed: 'torch', 'feistel'")
+    return order
+
+
 def checked_epoch(epoch) -> int:
     epoch = operator.index(epoch)
     if not 0 <= epoch <= EPOCH_MAX:

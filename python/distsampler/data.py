@@ -18,12 +18,12 @@ import operator
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
-import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _core
 from ._loader import DataLoader
-from ._passes import CoreArgs, PassSampler, randperm_variant
+from ._passes import (CoreArgs, PassSampler, check_order, check_uint64, randperm_variant,
+                      resolve_world)
 
 __all__ = ["DataLoader", "DistributedIterableDataset"]
 
@@ -51,18 +51,11 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
                  randperm: str = "auto", check_agreement: bool = True,
                  process_group=None) -> None:
-        if num_replicas is None or rank is None:
-            if not dist.is_available():
-                raise RuntimeError("Requires distributed package to be available")
-            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
-            rank = dist.get_rank() if rank is None else rank
-        if isinstance(batch_size, bool) or operator.index(batch_size) < 1:
-            raise ValueError(f"batch_size = {batch_size!r} is out of range; allowed: an integer "
-                             ">= 1 (the DataLoader's batch_size, 1 for batch_size=None)")
+        self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.dataset = dataset
-        self.batch_size = operator.index(batch_size)
-        self.num_replicas, self.rank = operator.index(num_replicas), operator.index(rank)
-        self.shuffle, self.drop_last, self.order = bool(shuffle), bool(drop_last), order
+        self.batch_size = check_uint64("batch_size", batch_size, 1)  # the DataLoader's
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.order = check_order(order)
         self._size = len(dataset)
         self._make_core(_core.DistributedSampler, self._size, self.num_replicas, self.rank,
                         operator.index(seed), self.shuffle, self.drop_last, order,

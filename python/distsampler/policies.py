@@ -27,7 +27,8 @@ import torch.utils.data.distributed
 from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from ._passes import CoreArgs, PassSampler, fill_chunks, randperm_variant
+from ._passes import (CoreArgs, PassSampler, check_order, check_uint64, fill_chunks,
+                      randperm_variant, resolve_world)
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
@@ -38,16 +39,12 @@ _BATCH_CHUNK = 256  # batches built per Python step
 _TorchDistributedSampler = torch.utils.data.distributed.DistributedSampler
 
 
-def _uint(name: str, value) -> int:
+def _uint(name: str, value, minimum: int = 0) -> int:
     """An integer parameter for a uint64 field: integers only (floats are TypeErrors, as
     operator.index makes them; a bool is a ValueError, as PyTorch's BatchSampler and
-    WeightedRandomSampler reject it), negative values a ValueError naming `name`."""
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} = {value!r} is a bool; allowed: an integer >= 0")
-    value = operator.index(value)
-    if value < 0:
-        raise ValueError(f"{name} = {value} is out of range; allowed: {name} >= 0")
-    return value
+    WeightedRandomSampler reject it), values outside [minimum, 2^64 - 1] a ValueError naming
+    `name` and the allowed range."""
+    return check_uint64(name, value, minimum)
 
 
 def _uint_array(name: str, values) -> np.ndarray:
@@ -69,18 +66,7 @@ def _digest(array: np.ndarray) -> int:
     return _core.crc32(np.ascontiguousarray(array).tobytes())
 
 
-def _world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
-    """num_replicas and rank, from the process group when omitted (PyTorch's rule and errors)."""
-    if num_replicas is None or rank is None:
-        if not dist.is_available():
-            raise RuntimeError("Requires distributed package to be available")
-        num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
-        rank = dist.get_rank() if rank is None else rank
-    num_replicas, rank = operator.index(num_replicas), operator.index(rank)
-    if rank >= num_replicas or rank < 0:
-        raise ValueError(f"Invalid rank {rank}, rank should be in the interval"
-                         f" [0, {num_replicas - 1}]")
-    return num_replicas, rank
+_world = resolve_world
 
 
 def _randperm(randperm: str) -> "_core.RandpermVariant":
@@ -156,7 +142,7 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
         self._size = len(dataset)
         self._make_core(
             _core.DistributedSampler, self._size, self.num_replicas, self.rank,
-            operator.index(seed), self.shuffle, False, order, _randperm(randperm),
+            operator.index(seed), self.shuffle, False, check_order(order), _randperm(randperm),
             uneven=not self.padded)
         self.seed = self._core.seed
         self.num_samples = self._core.num_samples
@@ -251,11 +237,14 @@ class WeightedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
         self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
         if isinstance(weights, torch.Tensor):
             weights = weights.detach().cpu().numpy()
-        weights = np.ascontiguousarray(weights, dtype=np.float64).reshape(-1)
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        if weights.ndim != 1:  # PyTorch's WeightedRandomSampler refuses it too
+            raise ValueError(f"weights has shape {tuple(weights.shape)}; allowed: a 1-D sequence")
         self.dataset = dataset
         self._size = len(dataset) if dataset is not None else len(weights)
         self.drop_last, self.shuffle = bool(drop_last), True
-        self.num_samples = _uint("num_samples", num_samples)  # all ranks, as torch names it
+        # All ranks, as torch names it; >= 1 as torch's WeightedRandomSampler requires.
+        self.num_samples = _uint("num_samples", num_samples, 1)
         self.weights = torch.from_numpy(weights)
         self._make_core(_core.WeightedSampler, weights, self._size, self.num_samples,
                         self.num_replicas, self.rank, operator.index(seed), self.drop_last)
@@ -372,7 +361,7 @@ class _BatchSamplerBase(_Base):
     def __init__(self, batch_size: int, num_replicas, rank, drop_last: bool, auto_epoch: bool,
                  check_agreement: bool, process_group) -> None:
         self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
-        self.batch_size = _uint("batch_size", batch_size)
+        self.batch_size = _uint("batch_size", batch_size, 1)
         self.drop_last = bool(drop_last)
         self.sampler = _EpochForwarder(self)
         # The C++ checks of batch_size, world size and rank, on no samples.
@@ -411,7 +400,8 @@ class DistributedBatchSampler(_BatchSamplerBase):
                  process_group=None) -> None:
         super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
                          process_group)
-        self.dataset, self.shuffle, self.seed, self.order = dataset, bool(shuffle), seed, order
+        self.dataset, self.shuffle, self.seed = dataset, bool(shuffle), seed
+        self.order = check_order(order)
         self._built_size = len(dataset)
         self._randperm = _randperm(randperm)
         # Validates seed, order and sizes now, without building a shuffled order.
@@ -452,7 +442,7 @@ class BucketedBatchSampler(_BatchSamplerBase):
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.cpu().numpy()
         self.lengths = _uint_array("lengths", lengths)
-        self.window_batches = _uint("window_batches", window_batches)
+        self.window_batches = _uint("window_batches", window_batches, 1)
         self.seed = seed
         # Validates batch_size, window_batches and seed now (on no samples: cheap), and the rest.
         _core.make_bucketed_order(np.zeros(0, dtype=np.uint64), self.batch_size,

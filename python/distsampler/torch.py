@@ -34,7 +34,7 @@ import torch.distributed as dist
 import torch.utils.data.distributed
 
 from . import _core
-from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, agree_on_checkpoint,
+from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_order, check_uint64,
                       checked_epoch, fill_chunks, randperm_variant, spans_group)
 from ._loader import DataLoader
 
@@ -102,7 +102,9 @@ class DistributedSampler(CoreArgs, PassSampler,
             raise ValueError(
                 "Invalid rank {}, rank should be in the interval"
                 " [0, {}]".format(rank, num_replicas - 1))
+        num_replicas = check_uint64("num_replicas", num_replicas, 1)
         randperm = randperm_variant(randperm)
+        check_order(order)
         self.dataset = dataset
         self._make_core(
             _core.DistributedSampler, len(dataset), operator.index(num_replicas),
@@ -258,7 +260,11 @@ class DistributedSampler(CoreArgs, PassSampler,
         expected = {"epoch": core_state.epoch, "consumed": core_state.consumed,
                     **{key: getattr(core_state.config, key) for key in _FINGERPRINT_FIELDS}}
         for key, value in expected.items():
-            if state[key] != value or type(state[key]) is not type(value):
+            if type(state[key]) is not type(value):
+                raise ValueError(f"state {key} = {state[key]!r} has type "
+                                 f"{type(state[key]).__name__}; allowed: {type(value).__name__}, "
+                                 "as state_dict() writes it")
+            if state[key] != value:
                 raise ValueError(f"state {key} = {state[key]!r} disagrees with the checksummed "
                                  f"state's {key} = {value!r} (the 'state' entry): the state was "
                                  "edited or is corrupt")

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "distsampler/hash.h"
+#include "distsampler/torch_random.h"
 
 namespace distsampler {
 namespace {
@@ -353,6 +354,27 @@ TEST(State, DisagreementNamesFieldsValuesAndRanks) {
                 "uneven differs across ranks: true on ranks 0, 2; false on ranks 1, 3"),
             std::string::npos)
       << describe_disagreement(f);
+}
+
+TEST(State, RandpermCountsOnlyWhereItChangesTheOrder) {
+  // Below 214,748,364 samples (or unshuffled) both randperm variants give the same order: a state
+  // saved under one resumes under the other, and ranks on different PyTorch versions agree.
+  for (uint64_t n : {uint64_t{10}, kRandpermInsideOutThreshold - 1}) {
+    SamplerOptions current = options_of(n, 2, 0, OrderKind::kTorch, false);
+    SamplerOptions classic = current;
+    classic.randperm = RandpermVariant::kClassic;
+    EXPECT_TRUE(differing_fields(fingerprint(current), fingerprint(classic)).empty()) << n;
+    EXPECT_EQ(describe_disagreement({fingerprint(current), fingerprint(classic)}), "") << n;
+  }
+  SamplerOptions current = options_of(kRandpermInsideOutThreshold, 2, 0, OrderKind::kTorch, false);
+  SamplerOptions classic = current;
+  classic.randperm = RandpermVariant::kClassic;
+  EXPECT_EQ(differing_fields(fingerprint(current), fingerprint(classic)),
+            std::vector<std::string>{"randperm"});
+  EXPECT_EQ(describe_disagreement({fingerprint(current), fingerprint(classic)}),
+            "randperm differs across ranks: current on rank 0; classic on rank 1");
+  current.shuffle = classic.shuffle = false;  // the identity order either way
+  EXPECT_TRUE(differing_fields(fingerprint(current), fingerprint(classic)).empty());
 }
 
 // ---- The elastic rule across resumes: a randomized simulation. ----
