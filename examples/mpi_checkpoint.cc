@@ -13,12 +13,13 @@
 // (counted from this run's start), as a crash would.
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <map>
 #include <string>
 
 #include "distsampler/dist/mpi.h"
@@ -31,30 +32,119 @@ using distsampler::RankView;
 using distsampler::SamplerOptions;
 using distsampler::SamplerState;
 
-std::map<std::string, std::string> parse_flags(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--drop-last" || a == "--no-shuffle") {
-      flags[a] = "1";
-    } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
-      flags[a] = argv[++i];
-    } else {
-      throw std::invalid_argument("unexpected argument '" + a + "'");
-    }
+struct Flags {
+  uint64_t size = 1001;
+  std::string seed = "0";
+  std::string order = "torch";
+  bool drop_last = false;
+  bool no_shuffle = false;
+  uint64_t batch = 3;
+  uint64_t epochs = 2;
+  uint64_t checkpoint_every = 5;
+  std::string checkpoint = "checkpoint.state";
+  std::string log_dir = ".";
+  std::string run = "0";
+  uint64_t kill_rank = UINT64_MAX;  // none
+  uint64_t kill_step = UINT64_MAX;  // none
+};
+
+// Unsigned decimal integers, read as std::stoull reads them: CLI11 alone would take "010" as
+// octal, "0x10" as hexadecimal and saturate on overflow. Normalises the text for CLI11.
+const CLI::Validator kDecimal(
+    [](std::string& s) -> std::string {
+      const std::string max = std::to_string(UINT64_MAX);
+      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
+        return "'" + s + "' is not a non-negative decimal integer";
+      }
+      s.erase(0, std::min(s.find_first_not_of('0'), s.size() - 1));
+      if (s.size() > max.size() || (s.size() == max.size() && s > max)) {
+        return s + " is too large; allowed: at most " + max;
+      }
+      return std::string();
+    },
+    "");
+
+// After kDecimal: the value is at least 1.
+const CLI::Validator kAtLeastOne(
+    [](std::string& s) { return s == "0" ? "0 is not allowed; allowed: >= 1" : std::string(); },
+    "");
+
+// A check by one of the library's own parsers (--seed, --order), its message without the
+// parameter's name (CLI11 puts the flag's name in front).
+template <typename Parse>
+CLI::Validator library_check(Parse parse) {
+  return CLI::Validator(
+      [parse](std::string& s) -> std::string {
+        try {
+          parse(s);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          const std::string message = e.what();
+          const size_t eq = message.find(" = ");
+          return eq == std::string::npos ? message : message.substr(eq + 3);
+        }
+      },
+      "");
+}
+
+void add_flags(CLI::App& app, Flags& f) {
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last one counts
+  app.add_option("--size", f.size, "dataset size")->transform(kDecimal);
+  app.add_option("--seed", f.seed, "sampler seed, in [-2^63, 2^64)")
+      ->check(library_check([](const std::string& s) { distsampler::Seed::parse(s); }));
+  app.add_option("--order", f.order, "sampler order: torch or feistel")
+      ->check(library_check([](const std::string& s) { distsampler::parse_order_kind(s); }));
+  app.add_flag("--drop-last", f.drop_last, "drop the tail instead of padding it");
+  app.add_flag("--no-shuffle", f.no_shuffle, "the identity order");
+  app.add_option("--batch", f.batch, "batch size per rank")
+      ->transform(kDecimal)
+      ->check(kAtLeastOne);
+  app.add_option("--epochs", f.epochs, "epochs to run")->transform(kDecimal);
+  app.add_option("--checkpoint-every", f.checkpoint_every, "rank 0 saves every N steps")
+      ->transform(kDecimal)
+      ->check(kAtLeastOne);
+  app.add_option("--checkpoint", f.checkpoint, "the checkpoint file; resumed from when it exists");
+  app.add_option("--log-dir", f.log_dir, "directory of the logs");
+  app.add_option("--run", f.run, "this run's name in the logs' names");
+  app.add_option("--kill-rank", f.kill_rank, "this rank SIGKILLs itself before --kill-step")
+      ->transform(kDecimal)
+      ->default_str("none");
+  app.add_option("--kill-step", f.kill_step, "step (counted from this run's start) of the kill")
+      ->transform(kDecimal)
+      ->default_str("none");
+}
+
+// Parses the flags on every rank, before any collective work, then the ranks agree on the
+// outcome (one MPI_Allreduce: under MPMD launches their flags may differ) so that no rank is left
+// waiting in a collective. Returns -1 to run, else the code every rank exits with after
+// MPI_Finalize: 0 after --help, 2 after a bad flag. Only the first rank with the deciding outcome
+// prints (the usage on stdout, or one line naming the flag on stderr), not one copy per rank.
+int parse_on_every_rank(CLI::App& app, int argc, char** argv, int rank) {
+  int status = 0;
+  std::string message;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {
+    status = 1;
+    message = app.help();
+  } catch (const CLI::ParseError& e) {
+    status = 2;
+    message = app.get_name() + ": error: " + e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    message += " (see --help)\n";
   }
-  return flags;
-}
-
-uint64_t u64(const std::map<std::string, std::string>& f, const std::string& name, uint64_t def) {
-  auto it = f.find(name);
-  return it == f.end() ? def : std::stoull(it->second);
-}
-
-std::string text(const std::map<std::string, std::string>& f, const std::string& name,
-                 const std::string& def) {
-  auto it = f.find(name);
-  return it == f.end() ? def : it->second;
+  struct {
+    int status;
+    int rank;
+  } mine{status, rank}, decided{0, 0};
+  MPI_Allreduce(&mine, &decided, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
+  if (decided.status == 0) return -1;
+  if (decided.rank == rank) {
+    std::fputs(message.c_str(), decided.status == 1 ? stdout : stderr);
+    std::fflush(nullptr);
+  }
+  return decided.status == 1 ? 0 : 2;
 }
 
 // Write to a temporary name, then rename: a crash mid-write leaves the previous checkpoint.
@@ -70,25 +160,23 @@ void save(const std::string& path, const SamplerState& state) {
   }
 }
 
-int train(int argc, char** argv, int rank, int world) {
-  const auto flags = parse_flags(argc, argv);
+int train(const Flags& flags, int rank, int world) {
   SamplerOptions options;
-  options.size = u64(flags, "--size", 1001);
-  options.seed = distsampler::Seed::parse(text(flags, "--seed", "0"));
-  options.order = distsampler::parse_order_kind(text(flags, "--order", "torch"));
-  options.drop_last = flags.count("--drop-last") != 0;
-  options.shuffle = flags.count("--no-shuffle") == 0;
+  options.size = flags.size;
+  options.seed = distsampler::Seed::parse(flags.seed);
+  options.order = distsampler::parse_order_kind(flags.order);
+  options.drop_last = flags.drop_last;
+  options.shuffle = !flags.no_shuffle;
   options.world_size = static_cast<uint64_t>(world);
   options.rank = static_cast<uint64_t>(rank);
-  const uint64_t batch = u64(flags, "--batch", 3);
-  const uint64_t epochs = u64(flags, "--epochs", 2);
-  const uint64_t every = u64(flags, "--checkpoint-every", 5);
-  const std::string checkpoint = text(flags, "--checkpoint", "checkpoint.state");
-  const std::string log_dir = text(flags, "--log-dir", ".");
-  const std::string run = text(flags, "--run", "0");
-  const int64_t kill_rank = static_cast<int64_t>(u64(flags, "--kill-rank", UINT64_MAX));
-  const uint64_t kill_step = u64(flags, "--kill-step", UINT64_MAX);
-  if (batch == 0 || every == 0) throw std::invalid_argument("--batch and --checkpoint-every >= 1");
+  const uint64_t batch = flags.batch;
+  const uint64_t epochs = flags.epochs;
+  const uint64_t every = flags.checkpoint_every;
+  const std::string& checkpoint = flags.checkpoint;
+  const std::string& log_dir = flags.log_dir;
+  const std::string& run = flags.run;
+  const int64_t kill_rank = static_cast<int64_t>(flags.kill_rank);
+  const uint64_t kill_step = flags.kill_step;
 
   const DistributedSampler sampler(options);
   // Before the first batch: every rank must run the same configuration.
@@ -146,9 +234,24 @@ int main(int argc, char** argv) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  Flags flags;
+  CLI::App app(
+      "Synchronous data-parallel training under MPI that checkpoints the sampler state and "
+      "resumes from it on any number of ranks.",
+      "mpi_checkpoint");
+  app.footer(
+      "Each rank appends what it consumed to LOG_DIR/run<RUN>.rank<r>.log; rank 0 writes "
+      "LOG_DIR/run<RUN>.start.\n"
+      "Run: mpirun -np 4 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --run 0");
+  add_flags(app, flags);
+  const int stop = parse_on_every_rank(app, argc, argv, rank);
+  if (stop >= 0) {
+    MPI_Finalize();
+    return stop;
+  }
   int code = 0;
   try {
-    code = train(argc, argv, rank, world);
+    code = train(flags, rank, world);
   } catch (const distsampler::ConfigurationMismatch& e) {
     // Every rank gets the same verdict: report it (one write, each line tagged with the rank, so
     // that ranks' messages do not interleave) and leave together.

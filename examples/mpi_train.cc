@@ -10,6 +10,8 @@
 // Rank 0 writes OUT_DIR/<variant>_np<W>.csv (step, epoch, loss) and ..._summary.csv.
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -50,44 +52,94 @@ struct Flags {
   double min_accuracy = 0;  // exit 1 below it
 };
 
-[[noreturn]] void usage_error(const std::string& message) { throw std::invalid_argument(message); }
+// Unsigned decimal integers, read as std::stoull reads them: CLI11 alone would take "010" as
+// octal, "0x10" as hexadecimal and saturate on overflow. Normalises the text for CLI11.
+const CLI::Validator kDecimal(
+    [](std::string& s) -> std::string {
+      const std::string max = std::to_string(UINT64_MAX);
+      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
+        return "'" + s + "' is not a non-negative decimal integer";
+      }
+      s.erase(0, std::min(s.find_first_not_of('0'), s.size() - 1));
+      if (s.size() > max.size() || (s.size() == max.size() && s > max)) {
+        return s + " is too large; allowed: at most " + max;
+      }
+      return std::string();
+    },
+    "");
 
-Flags parse(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) usage_error(a + " needs a value");
-    const std::string v = argv[++i];
-    if (a == "--data")
-      f.data = v;
-    else if (a == "--variant")
-      f.variant = v;
-    else if (a == "--out-dir")
-      f.out_dir = v;
-    else if (a == "--order")
-      f.order = v;
-    else if (a == "--epochs")
-      f.epochs = std::stoull(v);
-    else if (a == "--batch-size")
-      f.batch_size = std::stoull(v);
-    else if (a == "--train-size")
-      f.train_size = std::stoull(v);
-    else if (a == "--seed")
-      f.seed = std::stoull(v);
-    else if (a == "--threads")
-      f.threads = static_cast<unsigned>(std::stoul(v));
-    else if (a == "--lr")
-      f.lr = std::stod(v);
-    else if (a == "--min-accuracy")
-      f.min_accuracy = std::stod(v);
-    else
-      usage_error("unknown flag " + a);
+// After kDecimal: the value is at least 1.
+const CLI::Validator kAtLeastOne(
+    [](std::string& s) { return s == "0" ? "0 is not allowed; allowed: >= 1" : std::string(); },
+    "");
+
+// --order through the library's own parser, its message without the parameter's name (CLI11
+// puts the flag's name in front).
+const CLI::Validator kOrder(
+    [](std::string& s) -> std::string {
+      try {
+        distsampler::parse_order_kind(s);
+        return std::string();
+      } catch (const std::invalid_argument& e) {
+        const std::string message = e.what();
+        const size_t eq = message.find(" = ");
+        return eq == std::string::npos ? message : message.substr(eq + 3);
+      }
+    },
+    "");
+
+void add_flags(CLI::App& app, Flags& f) {
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last one counts
+  app.add_option("--data", f.data, "Fashion-MNIST directory (the four idx .gz files)");
+  app.add_option("--variant", f.variant, "sampler variant")
+      ->check(CLI::IsMember({"correct", "no-set-epoch", "no-sampler"}));
+  app.add_option("--out-dir", f.out_dir, "directory for rank 0's CSV files");
+  app.add_option("--order", f.order, "sampler order: torch or feistel")->check(kOrder);
+  app.add_option("--epochs", f.epochs, "epochs to train")->transform(kDecimal)->check(kAtLeastOne);
+  app.add_option("--batch-size", f.batch_size, "batch size per rank")
+      ->transform(kDecimal)
+      ->check(kAtLeastOne);
+  app.add_option("--train-size", f.train_size, "train on the first N samples (0: all 60000)")
+      ->transform(kDecimal);
+  app.add_option("--seed", f.seed, "sampler seed")->transform(kDecimal);
+  app.add_option("--threads", f.threads, "DataLoader threads per rank")->transform(kDecimal);
+  app.add_option("--lr", f.lr, "learning rate");
+  app.add_option("--min-accuracy", f.min_accuracy,
+                 "exit 1 when the final test accuracy is below this");
+}
+
+// Parses the flags on every rank, before any collective work, then the ranks agree on the
+// outcome (one MPI_Allreduce: under MPMD launches their flags may differ) so that no rank is left
+// waiting in a collective. Returns -1 to run, else the code every rank exits with after
+// MPI_Finalize: 0 after --help, 2 after a bad flag. Only the first rank with the deciding outcome
+// prints (the usage on stdout, or one line naming the flag on stderr), not one copy per rank.
+int parse_on_every_rank(CLI::App& app, int argc, char** argv) {
+  int status = 0;
+  std::string message;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {
+    status = 1;
+    message = app.help();
+  } catch (const CLI::ParseError& e) {
+    status = 2;
+    message = app.get_name() + ": error: " + e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    message += " (see --help)\n";
   }
-  if (f.variant != "correct" && f.variant != "no-set-epoch" && f.variant != "no-sampler") {
-    usage_error("--variant " + f.variant + "; allowed: correct, no-set-epoch, no-sampler");
+  struct {
+    int status;
+    int rank;
+  } mine{status, 0}, decided{0, 0};
+  MPI_Comm_rank(MPI_COMM_WORLD, &mine.rank);
+  MPI_Allreduce(&mine, &decided, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
+  if (decided.status == 0) return -1;
+  if (decided.rank == mine.rank) {
+    std::fputs(message.c_str(), decided.status == 1 ? stdout : stderr);
+    std::fflush(nullptr);
   }
-  if (f.batch_size == 0 || f.epochs == 0) usage_error("--batch-size and --epochs must be >= 1");
-  return f;
+  return decided.status == 1 ? 0 : 2;
 }
 
 // The first `n` samples of a dataset (all when n is 0 or too large).
@@ -162,8 +214,7 @@ double correlation(const std::vector<double>& a, const std::vector<double>& b) {
   return sab / std::sqrt(saa * sbb);
 }
 
-int run(int argc, char** argv) {
-  const Flags flags = parse(argc, argv);
+int run(const Flags& flags) {
   int mpi_rank = 0, mpi_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
@@ -297,9 +348,24 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  Flags flags;
+  CLI::App app(
+      "Data-parallel softmax regression on Fashion-MNIST under MPI, data read through "
+      "distsampler; rank 0 writes OUT_DIR/<variant>_np<W>.csv and ..._summary.csv.",
+      "mpi_train");
+  app.footer(
+      "Variants: correct (each rank reads its share, a new order every epoch), no-set-epoch "
+      "(epoch 0's order every epoch), no-sampler (every rank reads the whole dataset).\n"
+      "Run: mpirun --allow-run-as-root --oversubscribe -np 2 mpi_train --variant correct");
+  add_flags(app, flags);
+  const int stop = parse_on_every_rank(app, argc, argv);
+  if (stop >= 0) {
+    MPI_Finalize();
+    return stop;
+  }
   int rc;
   try {
-    rc = run(argc, argv);
+    rc = run(flags);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpi_train: error: %s\n", e.what());
     MPI_Abort(MPI_COMM_WORLD, 2);

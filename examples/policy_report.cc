@@ -5,7 +5,8 @@
 //   2. shard-aware order: distinct shards per 1000 consecutive samples of a rank, and how close
 //      the order is to a full shuffle;
 //   3. blending: the largest quota error over a prefix of 10^7 samples.
-// Usage: policy_report [DIR]   (DIR defaults to /usr/share/common-licenses)
+// Usage: policy_report [DIR]   (DIR defaults to /usr/share/common-licenses; --help)
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -187,7 +188,24 @@ void report_blend() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : "/usr/share/common-licenses";
+  std::string dir = "/usr/share/common-licenses";
+  CLI::App app(
+      "Measures what the sampling policies promise: padding waste of length-bucketed batches on "
+      "the text files of DIR, shard-aware order, blending quotas.",
+      "policy_report");
+  app.add_option("DIR", dir, "directory of text files (Debian's license texts by default)")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::fprintf(stderr, "policy_report: error: %s (see --help)\n", message.c_str());
+    return 2;
+  }
   std::vector<uint64_t> lines;
   std::vector<uint64_t> paragraphs;
   try {

@@ -4,7 +4,7 @@
 # Packages for building the library, the CLI and the C++ tests.
 DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev"
 # Packages for the loader layer, the MPI training example and its chart (examples/, scripts/train.sh).
-DISTSAMPLER_LOADER_PACKAGES="zlib1g-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist python3-matplotlib"
+DISTSAMPLER_LOADER_PACKAGES="zlib1g-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist python3-matplotlib libcli11-dev"
 # Packages the Python tests and the PyTorch oracle need.
 DISTSAMPLER_TEST_PACKAGES="python3 python3-torch python3-pytest python3-numpy"
 # Packages the benchmarks need (scripts/bench.sh): Google Benchmark, libtorch, PyTorch.
