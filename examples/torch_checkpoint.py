@@ -9,7 +9,9 @@ examples/mpi_checkpoint.cc, writing the same logs.
 
 Each step every rank takes a batch from a DataLoader over the sampler (num_workers=0, so the
 sampler hands out exactly what training took), then all ranks meet in an all-reduce (the
-gradient exchange). Every --checkpoint-every steps and at each epoch's end rank 0 saves
+gradient exchange). With DataLoader workers, which fetch batches ahead of the loop, checkpoint
+the loader instead: examples/torch_checkpoint_workers.py (distsampler.data.DataLoader, whose
+state_dict() counts the batches the loop received; also for the policy samplers). Every --checkpoint-every steps and at each epoch's end rank 0 saves
 {"sampler": sampler.state_dict()} with torch.save, atomically. Each rank appends
 "epoch consumed_after_step world_size index" lines to <log-dir>/run<R>.rank<r>.log; rank 0
 writes <log-dir>/run<R>.start ("epoch consumed world_size", the state it resumed from).
