@@ -197,3 +197,125 @@ def kill_and_resume(launch, read_checkpoint, rng, work, worlds, size, seed, orde
     problems = check(work, runs, cli, size, seed, order, drop_last, epochs)
     assert not problems, "\n".join(problems)
     assert_detects_broken_logs(work, runs, cli, size, seed, order, drop_last, epochs)
+
+
+# ---- Position by position: loaders with workers (examples/torch_checkpoint_workers.py) ----------
+#
+# Each rank logs one line per batch the training loop received: "epoch start world rank b
+# consumed i_1 ... i_k" (the pass's epoch and start position C, the world size W, the rank r, the
+# batch's number in the pass, the loader's consumed position after it, the indices). The j-th
+# item of rank r's pass is global position C + r + j * W (items: samples, or whole batches for a
+# batch sampler), so every read is placed at its position and compared with the epoch's global
+# order computed by the sampler itself on one replica, instead of counting reads per index.
+
+
+def load_batch_runs(log_dir, runs):
+    """Per run: its start (epoch, consumed, world) and {rank: [(epoch, start, world, rank, b,
+    consumed, (indices...)), ...]} in the order each rank logged them."""
+    out = []
+    for k in range(runs):
+        with open(os.path.join(log_dir, f"run{k}.start")) as f:
+            start = tuple(map(int, f.read().split()))
+        logs = {}
+        for r in range(start[2]):
+            path = os.path.join(log_dir, f"run{k}.rank{r}.log")
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                lines = f.read().split("\n")
+            # A line without its newline was cut by the kill: not received.
+            logs[r] = [tuple(int(x) for x in line.split()[:6]) + (
+                tuple(int(x) for x in line.split()[6:]),) for line in lines[:-1]]
+        out.append((start, logs))
+    return out
+
+
+def check_positions(log_dir, runs, epochs, reference, per_batch, drop_last, size=None):
+    """Returns (problems, stats). reference(epoch) -> (length, item) where length is the number of
+    global positions of the epoch (samples, stream positions, draws or batches) and item(p) is
+    what position p holds for any p < length + W - 1 (p >= length: the padding the sampler reads
+    there); per_batch: a position is a whole batch (a batch sampler) rather than one sample.
+
+    Checked: every line's consumed equals C + W * (what the rank received in the pass so far),
+    i.e. the loader's checkpoint counts what the loop received; each kept read's index equals the
+    order's at its position; per epoch the kept positions are [0, end) exactly once, with end
+    what the epoch's last pass (start C, W ranks) reaches: C + W * ceil((length - C) / W), or
+    floor with drop_last. A killed run's reads after the checkpoint the next run resumed from
+    are not kept (that run rolled them back). With `size`, the samples at the non-padding
+    positions are distinct, and without drop_last they are each of [0, size) once."""
+    loaded = load_batch_runs(log_dir, runs)
+    problems = []
+    stats = {"kept": 0, "rolled_back": 0}
+    got = {}     # epoch -> {position: (run, rank, item)}
+    passes = {}  # epoch -> {(start, world)}
+    for k, ((_, _, world), logs) in enumerate(loaded):
+        limit = loaded[k + 1][0][:2] if k + 1 < len(loaded) else None
+        for r, lines in sorted(logs.items()):
+            where = f"run {k} rank {r}"
+            current, received, batches = None, 0, 0
+            for epoch, start, w, rank, b, consumed, indices in lines:
+                if (w, rank) != (world, r):
+                    problems.append(f"{where}: a line says world {w} rank {rank}")
+                    continue
+                if current != (epoch, start):
+                    current, received, batches = (epoch, start), 0, 0
+                if b != batches:
+                    problems.append(f"{where} epoch {epoch}: batch {b} logged as the pass's "
+                                    f"batch {batches}: a batch is missing or repeated")
+                batches += 1
+                received += 1 if per_batch else len(indices)
+                if consumed != start + world * received:
+                    problems.append(f"{where} epoch {epoch} batch {b}: consumed {consumed} after "
+                                    f"receiving {received} from start {start} with {world} ranks; "
+                                    f"expected {start + world * received}")
+                if limit is not None and (epoch, consumed) > limit:
+                    stats["rolled_back"] += 1
+                    continue
+                stats["kept"] += 1
+                passes.setdefault(epoch, set()).add((start, world))
+                items = [indices] if per_batch else [(i,) for i in indices]
+                first = received - len(items)
+                for j, item in enumerate(items, first):
+                    p = start + r + j * world
+                    seen = got.setdefault(epoch, {})
+                    if p in seen:
+                        problems.append(f"epoch {epoch}: position {p} read again by {where} "
+                                        f"(first by run {seen[p][0]} rank {seen[p][1]})")
+                        continue
+                    seen[p] = (k, r, item if per_batch else item[0])
+    for e in range(epochs):
+        length, item = reference(e)
+        reads = got.get(e, {})
+        if not passes.get(e):
+            problems.append(f"epoch {e}: never read")
+            continue
+        last_start, last_world = max(passes[e])
+        left = max(length - last_start, 0)
+        share = left // last_world if drop_last else -(-left // last_world)
+        end = last_start + share * last_world
+        missing = [p for p in range(end) if p not in reads]
+        extra = sorted(p for p in reads if p >= end)
+        if missing:
+            problems.append(f"epoch {e}: {len(missing)} of {end} positions never read, e.g. "
+                            f"{missing[:5]}")
+        if extra:
+            problems.append(f"epoch {e}: positions read past the end {end}: {extra[:5]}")
+        wrong = [(p, run, rank, value, item(p)) for p, (run, rank, value) in sorted(reads.items())
+                 if p < end and value != item(p)]
+        for p, run, rank, value, expected in wrong[:5]:
+            problems.append(f"epoch {e}: position {p} (run {run} rank {rank}) read {value}, the "
+                            f"order has {expected}")
+        if len(wrong) > 5:
+            problems.append(f"epoch {e}: {len(wrong)} positions read the wrong index in all")
+        if size is not None:
+            samples = []
+            for p in range(min(end, length)):
+                if p in reads:
+                    value = reads[p][2]
+                    samples.extend(value if per_batch else [value])
+            if len(set(samples)) != len(samples):
+                problems.append(f"epoch {e}: a sample was read twice at non-padding positions")
+            elif not drop_last and sorted(samples) != list(range(size)):
+                problems.append(f"epoch {e}: the samples read are not each of [0, {size}) once")
+        stats[f"epoch{e}"] = (end, length, last_start, last_world)
+    return problems, stats
