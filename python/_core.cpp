@@ -21,6 +21,7 @@
 #include "distsampler/policies/shards.h"
 #include "distsampler/policies/weighted.h"
 #include "distsampler/policies/wrap.h"
+#include "distsampler/prefetch.h"
 #include "distsampler/sampler.h"
 #include "distsampler/seed.h"
 #include "distsampler/state.h"
@@ -231,6 +232,26 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("epoch"), py::arg("start") = 0,
           "This rank's view of `epoch`, resumed at global position `start` (partition.h)");
+
+  py::class_<PrefetchingSampler>(
+      m, "PrefetchingSampler",
+      "prefetch.h: DistributedSampler.epoch with the next epoch's torch order built in the "
+      "background")
+      .def(py::init([](const DistributedSampler& sampler, bool prefetch) {
+             return std::make_unique<PrefetchingSampler>(sampler.options(), prefetch);
+           }),
+           py::arg("sampler"), py::arg("prefetch") = true)
+      .def_property_readonly("prefetching", &PrefetchingSampler::prefetching)
+      .def_property_readonly("hits", &PrefetchingSampler::hits)
+      .def_property_readonly("live_orders", &PrefetchingSampler::live_orders)
+      .def(
+          "epoch",
+          [](PrefetchingSampler& sampler, uint64_t epoch, uint64_t start) {
+            py::gil_scoped_release release;
+            return sampler.epoch(epoch, start);
+          },
+          py::arg("epoch"), py::arg("start") = 0,
+          "DistributedSampler.epoch(epoch, start), the same bits; then builds epoch + 1");
 
   // ---- Policies (policies/*.h, partition.h's evaluation modes) ---------------------------------
   auto rank_view = py::reinterpret_borrow<py::class_<RankView>>(m.attr("RankView"));

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds only the loader layer and its tests under AddressSanitizer + UndefinedBehaviorSanitizer
-# (build-asan/) and ThreadSanitizer (build-tsan/), and runs those tests. scripts/test.sh calls it.
+# Builds the threaded code (the loader layer, prefetch.h) and its tests under AddressSanitizer +
+# UndefinedBehaviorSanitizer (build-asan/) and ThreadSanitizer (build-tsan/), and runs those
+# tests. scripts/test.sh calls it.
 # Usage:  bash scripts/sanitize.sh [asan|tsan]...   (both when no argument)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
-tests="env_test dataset_test idx_test npy_test data_loader_test"
+tests="env_test prefetch_test dataset_test idx_test npy_test data_loader_test"
 for kind in "${@:-asan tsan}"; do
   for k in $kind; do
     case "$k" in

@@ -378,15 +378,18 @@ class CoreArgs:
     ``_core``: pybind11 objects cannot be pickled, so the pickled state holds the arguments that
     built it and unpickling builds it again (PyTorch's samplers pickle; a drop-in must too)."""
 
+    # Attributes holding C++ objects: dropped when pickled (the subclass rebuilds any but _core
+    # lazily).
+    _cpp_attributes: Tuple[str, ...] = ("_core",)
+
     def _make_core(self, factory, *args, **kwargs):
         self._core_args = (factory, args, kwargs)
         self._core = factory(*args, **kwargs)
         return self._core
 
     def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_core"]
-        return state
+        return {key: value for key, value in self.__dict__.items()
+                if key not in self._cpp_attributes}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -73,6 +73,9 @@ class DistributedSampler(CoreArgs, PassSampler,
         randperm: which ``torch.randperm`` algorithm the torch order reproduces for datasets of
             214,748,364 items or more: ``"classic"`` (PyTorch <= 2.5), ``"current"`` (newer), or
             ``"auto"`` (the installed torch's). Smaller datasets are unaffected.
+        prefetch: build the next epoch's torch permutation on a background thread while an epoch
+            is read (same indices; the O(n) build leaves the epoch boundary; costs a second
+            permutation's memory). ``False`` builds each epoch's when its pass starts.
         check_agreement: when ``torch.distributed`` is initialized and ``process_group`` has
             ``num_replicas`` ranks, compare the configuration fingerprints of all its ranks
             before the first pass (one ``all_gather_object``, once per sampler; see
@@ -88,7 +91,7 @@ class DistributedSampler(CoreArgs, PassSampler,
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
                  order: str = "torch", auto_epoch: bool = True, randperm: str = "auto",
-                 check_agreement: bool = True, process_group=None) -> None:
+                 check_agreement: bool = True, process_group=None, prefetch: bool = True) -> None:
         # PyTorch's checks and messages, in PyTorch's order.
         if num_replicas is None:
             if not dist.is_available():
@@ -115,6 +118,7 @@ class DistributedSampler(CoreArgs, PassSampler,
                                "drop_last": bool(drop_last), "order": order,
                                "randperm": randperm}
         self._rank = int(rank)
+        self._prefetch = bool(prefetch)
         self._init_passes(auto_epoch, check_agreement, process_group)
         self._agreed = False        # check_configuration passed once: the config is immutable
 
@@ -131,14 +135,27 @@ class DistributedSampler(CoreArgs, PassSampler,
     def _remaining(self, start: int) -> int:
         return self._core.remaining(min(start, self._config_fields["size"]))
 
-    def _view(self, epoch: int, start: int) -> "_core.RankView":
+    _cpp_attributes = ("_core", "_prefetcher")
+
+    def _view(self, epoch: int, start: int, source=None) -> "_core.RankView":
         try:
-            return self._core.epoch(epoch, min(start, self._config_fields["size"]))
+            return (source or self._core).epoch(epoch, min(start, self._config_fields["size"]))
         except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's RuntimeError
             raise RuntimeError(str(error)) from error
 
+    @property
+    def prefetching(self) -> "_core.PrefetchingSampler":
+        """The C++ PrefetchingSampler that serves passes (prefetch.h): with ``prefetch=True``
+        and the shuffled torch order, epoch e + 1's permutation is built on a background thread
+        while epoch e is read (at most two permutations alive), so the next pass starts without
+        the O(n) build. ``hits`` counts passes it served ready."""
+        prefetcher = self.__dict__.get("_prefetcher")
+        if prefetcher is None:
+            prefetcher = self._prefetcher = _core.PrefetchingSampler(self._core, self._prefetch)
+        return prefetcher
+
     def _chunks(self, epoch: int, start: int):
-        view = self._view(epoch, start)
+        view = self._view(epoch, start, self.prefetching)
         return fill_chunks(len(view), view.fill, _CHUNK)
 
     def _dataset_size(self) -> Optional[Tuple[int, int]]:
