@@ -19,6 +19,8 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-matplotlib dataset
 # venvs, and pkg-config for the installed library (tests/python_wheel_test.sh, tests/consumer/).
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-pip python3-venv python3-build"
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-setuptools python3-wheel pkgconf"
+# The libtorch adapter's test and example (distsampler::libtorch); without it CMake skips both.
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES libtorch-dev"
 DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
 
 ensure_packages() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The example programs' flags (CLI11): --help prints the usage and exits 0, an unknown flag or a bad
-# value exits 2 with one line on stderr naming it. The MPI programs (mpi_*) also under
-# `mpirun -np 2`, where one rank prints, every rank leaves through MPI_Finalize (no MPI_Abort), and
-# nothing hangs. Usage: examples_help_test.sh MPIRUN PROGRAM...   (MPIRUN may be empty)
+# value exits 2 with one line on stderr naming it. The MPI programs (mpi_*, libtorch_train) also
+# under `mpirun -np 2`, where one rank prints, every rank leaves through MPI_Finalize (no
+# MPI_Abort), and nothing hangs. Usage: examples_help_test.sh MPIRUN PROGRAM...   (MPIRUN may be empty)
 set -uo pipefail
 mpirun_exe=$1
 shift
@@ -48,10 +48,11 @@ for program in "$@"; do
     mpi_train) flag=--variant bad=(--variant nope) named=nope ;;
     mpi_checkpoint) flag=--checkpoint-every bad=(--batch 0) named=--batch ;;
     policy_report) flag=DIR bad=() named= ;;
+    libtorch_train) flag=--epochs bad=(--epochs 0) named=--epochs ;;
     *) echo "unknown program $program" >&2 && exit 1 ;;
   esac
   launchers=(direct)
-  if [[ $name == mpi_* ]]; then
+  if [[ $name == mpi_* || $name == libtorch_train ]]; then
     [ -n "$mpirun_exe" ] || { echo "no mpirun for $name" >&2 && exit 1; }
     launchers+=(mpirun)
   fi

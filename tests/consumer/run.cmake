@@ -3,7 +3,8 @@
 # consumer project against it with find_package(distsampler) (each exported target; the MPI one
 # under mpirun -np 2; every installed header under -Wpedantic -Werror), and builds main.cc
 # through pkg-config, with the command README.md documents.
-# -D arguments: SOURCE_DIR BINARY_DIR WORK_DIR VERSION LOADER MPI (ON/OFF: built), MPIEXEC.
+# -D arguments: SOURCE_DIR BINARY_DIR WORK_DIR VERSION LOADER MPI LIBTORCH (ON/OFF or 1/0: built),
+# MPIEXEC.
 file(REMOVE_RECURSE ${WORK_DIR})
 function(step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
@@ -22,6 +23,9 @@ endif()
 if(NOT MPI)
   list(REMOVE_ITEM want distsampler/dist/mpi.h)
 endif()
+if(NOT LIBTORCH)
+  list(FILTER want EXCLUDE REGEX "^distsampler/libtorch/")
+endif()
 list(APPEND want distsampler/version.h)
 file(GLOB_RECURSE got RELATIVE ${prefix}/include ${prefix}/include/*)
 list(SORT want)
@@ -31,7 +35,7 @@ if(NOT want STREQUAL got)
 endif()
 
 step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
-     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DEXPECT_LIBTORCH=${LIBTORCH})
 step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step(${WORK_DIR}/build/consumer)
 step(${WORK_DIR}/build/all_headers)
