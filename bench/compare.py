@@ -85,6 +85,47 @@ indices = perm.numpy()
 """ + REPORT
 
 
+# The epoch boundary of a training loop, torch order, one rank of W: read epoch e at a training
+# pace (a fixed compute time per batch of 256, so the epoch lasts `epoch_s` seconds), then time
+# set_epoch(e + 1) up to the first index of e + 1. argv: kind (pytorch | ours | ours-prefetch),
+# n, w, epoch_s.
+EPOCH_BOUNDARY = r"""
+import json, re, sys, time
+import numpy as np
+kind, n, w, epoch_s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+class Sized:
+    def __len__(self):
+        return n
+if kind == "pytorch":
+    from torch.utils.data import DistributedSampler
+    sampler = DistributedSampler(Sized(), num_replicas=w, rank=0, seed=0)
+else:
+    from distsampler.torch import DistributedSampler
+    sampler = DistributedSampler(Sized(), num_replicas=w, rank=0, seed=0,
+                                 prefetch=kind == "ours-prefetch")
+sampler.set_epoch(0)
+iterator = iter(sampler)
+batches = -(-len(sampler) // 256)
+pause = epoch_s / batches
+start = time.perf_counter()
+for b in range(batches):  # epoch 0 at a training pace
+    for _ in range(min(256, len(sampler) - b * 256)):
+        next(iterator)
+    deadline = start + (b + 1) * pause
+    while time.perf_counter() < deadline:
+        time.sleep(max(0.0, min(pause, deadline - time.perf_counter())))
+epoch_seconds = time.perf_counter() - start
+del iterator
+start = time.perf_counter()
+sampler.set_epoch(1)
+first = next(iter(sampler))
+boundary = time.perf_counter() - start
+peak_kb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
+print(json.dumps({"seconds": boundary, "epoch_seconds": epoch_seconds, "first": first,
+                  "peak_kb": peak_kb, "count": 1, "digest": first}))
+"""
+
+
 def run(command, env=None):
     """Runs one workload; returns its JSON report plus peak_mb (peak RSS of the process)."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -294,6 +335,32 @@ def main():
             ratio = f"{base['seconds'] / r['seconds']:.0f}x faster" if base else "-"
             emit(f"| {fmt_n(n)} | {what} | {fmt_s(r['seconds'])} | "
                  f"{r['count'] / r['seconds'] / 1e6:.0f} M | {r['peak_mb']:.0f} MB | {ratio} |")
+    emit()
+
+    emit("## The epoch boundary of a training loop (torch order, n = 10^8, W = 8)")
+    emit()
+    emit("One rank reads epoch 0 at a training pace (its batches of 256 spread over the epoch's "
+         "duration, as compute would), then `set_epoch(1)` and the first index of epoch 1 are "
+         "timed. PyTorch and ours without prefetching build epoch 1's permutation at that "
+         "moment; ours with `prefetch=True` (the default) built it in the background while "
+         "epoch 0 was read (prefetch.h). The first index of epoch 1 is the same in all three.")
+    emit()
+    emit("| sampler | epoch 0 lasted | set_epoch(1) to the first index | peak | vs PyTorch |")
+    emit("|---|---|---|---|---|")
+    boundary_n, epoch_s = 10**8, 6.0
+    boundary = {}
+    for kind, label in (("pytorch", "PyTorch `DistributedSampler`"),
+                        ("ours", "ours, `prefetch=False`"),
+                        ("ours-prefetch", "ours, `prefetch=True`")):
+        r = run([py, "-c", EPOCH_BOUNDARY, kind, str(boundary_n), str(W), str(epoch_s)],
+                env=env)
+        boundary[kind] = r
+        ratio = ("" if kind == "pytorch" else
+                 f"{boundary['pytorch']['seconds'] / r['seconds']:.0f}x faster")
+        emit(f"| {label} | {fmt_s(r['epoch_seconds'])} | {r['seconds'] * 1000:.2f} ms | "
+             f"{r['peak_mb']:.0f} MB | {ratio} |")
+    if len({r["first"] for r in boundary.values()}) != 1:
+        raise RuntimeError("the first index of epoch 1 differs between the samplers")
     emit()
 
     emit("## The loader: batches per second against torch's DataLoader")

@@ -1,4 +1,4 @@
-// PrefetchingSampler: one background thread per prefetched epoch, and a count of the orders alive.
+// PrefetchingSampler: one background worker thread, and a count of the orders alive.
 //
 // Every order this sampler hands out is wrapped in a shared_ptr whose deleter decrements the
 // count (the state outlives the sampler through those deleters); an order built in the background
@@ -17,16 +17,22 @@
 namespace distsampler {
 namespace detail {
 
+// One worker thread per sampler, started at the first prefetch and kept: an epoch boundary
+// neither creates nor joins a thread (on a loaded machine either can take milliseconds).
 struct PrefetchState {
+  enum class Status { kIdle, kRequested, kRunning, kDone };
+
+  explicit PrefetchState(OrderOptions o) : options(std::move(o)) {}
+
+  const OrderOptions options;
   std::mutex mutex;
   std::condition_variable changed;
   uint64_t live = 0;  // orders alive: handed out and not released, or built and not handed out
-  // The pending background build (valid while `thread` is joinable).
-  std::thread thread;
-  uint64_t epoch = 0;
-  bool cancel = false;   // set by the caller: give up if the build has not started
-  bool running = false;  // building now (cannot be interrupted)
-  bool done = false;     // finished: `built` or `error` holds the result, or it was cancelled
+  std::thread worker;
+  bool stop = false;
+  Status status = Status::kIdle;
+  uint64_t epoch = 0;   // of the request (kRequested) or of the build (kRunning, kDone)
+  bool cancel = false;  // a kRequested build waiting for a release is given up
   std::shared_ptr<const EpochOrder> built;
   std::exception_ptr error;
 };
@@ -36,9 +42,10 @@ struct PrefetchState {
 namespace {
 
 using detail::PrefetchState;
+using Status = PrefetchState::Status;
 
-// `order` as handed out: releasing its last reference decrements state->live. `counted` says
-// whether the order is already in the count (a background build is counted when it finishes).
+// `order` as handed out: releasing its last reference decrements state->live. `already_counted`
+// says whether the order is in the count already (a background build counts when it finishes).
 std::shared_ptr<const EpochOrder> counted(std::shared_ptr<const EpochOrder> order,
                                           const std::shared_ptr<PrefetchState>& state,
                                           bool already_counted) {
@@ -56,31 +63,37 @@ std::shared_ptr<const EpochOrder> counted(std::shared_ptr<const EpochOrder> orde
       });
 }
 
-void build_in_background(std::shared_ptr<PrefetchState> state, OrderOptions options,
-                         uint64_t epoch) {
+void worker_loop(PrefetchState* state) {
   std::unique_lock<std::mutex> lock(state->mutex);
-  state->changed.wait(lock, [&] { return state->cancel || state->live <= 1; });
-  if (state->cancel) {
-    state->done = true;
+  while (true) {
+    state->changed.wait(lock, [&] { return state->stop || state->status == Status::kRequested; });
+    if (state->stop) return;
+    // At most one order alive (the one being read) before building another.
+    state->changed.wait(lock, [&] { return state->stop || state->cancel || state->live <= 1; });
+    if (state->stop) return;
+    if (state->cancel) {
+      state->cancel = false;
+      state->status = Status::kIdle;
+      state->changed.notify_all();
+      continue;
+    }
+    state->status = Status::kRunning;
+    const uint64_t epoch = state->epoch;
+    lock.unlock();
+    std::shared_ptr<const EpochOrder> order;
+    std::exception_ptr error;
+    try {
+      order = make_epoch_order(state->options, epoch);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    state->built = std::move(order);
+    state->error = error;
+    if (state->built) ++state->live;
+    state->status = Status::kDone;
     state->changed.notify_all();
-    return;
   }
-  state->running = true;
-  lock.unlock();
-  std::shared_ptr<const EpochOrder> order;
-  std::exception_ptr error;
-  try {
-    order = make_epoch_order(options, epoch);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  lock.lock();
-  state->running = false;
-  state->done = true;
-  state->built = std::move(order);
-  state->error = error;
-  if (state->built) ++state->live;
-  state->changed.notify_all();
 }
 
 }  // namespace
@@ -88,29 +101,25 @@ void build_in_background(std::shared_ptr<PrefetchState> state, OrderOptions opti
 PrefetchingSampler::PrefetchingSampler(const SamplerOptions& options, bool prefetch)
     : sampler_(options),
       prefetch_(prefetch && options.shuffle && options.order == OrderKind::kTorch),
-      state_(std::make_shared<PrefetchState>()) {}
+      state_(std::make_shared<PrefetchState>(options.order_options())) {}
 
-PrefetchingSampler::~PrefetchingSampler() { cancel_pending(); }
-
-uint64_t PrefetchingSampler::live_orders() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->live;
-}
-
-void PrefetchingSampler::cancel_pending() {
-  if (!state_->thread.joinable()) return;
+PrefetchingSampler::~PrefetchingSampler() {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->cancel = true;
+    state_->stop = true;
     state_->changed.notify_all();
   }
-  state_->thread.join();
+  if (state_->worker.joinable()) state_->worker.join();  // waits for a running build
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (state_->built) {
     state_->built.reset();
     --state_->live;
   }
-  state_->error = nullptr;
+}
+
+uint64_t PrefetchingSampler::live_orders() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->live;
 }
 
 RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
@@ -120,39 +129,48 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
   resumed.validate();
 
   std::shared_ptr<const EpochOrder> order;
-  if (state_->thread.joinable()) {
+  std::shared_ptr<const EpochOrder> discarded;  // freed after the lock is released
+  std::exception_ptr error;
+  {
     std::unique_lock<std::mutex> lock(state_->mutex);
-    if (state_->epoch == epoch && (state_->running || state_->done)) {
-      // Ours, started or finished: wait for it (GIL released by the binding).
-      state_->changed.wait(lock, [&] { return state_->done; });
-      lock.unlock();
-      state_->thread.join();
-      lock.lock();
-      if (state_->error) {
-        std::exception_ptr error = state_->error;
-        state_->error = nullptr;
-        std::rethrow_exception(error);
-      }
-      order = counted(std::move(state_->built), state_, true);
-      state_->built.reset();
-      ++hits_;
-    } else {
-      lock.unlock();
-      cancel_pending();  // another epoch, or still waiting for a release: build it here
+    if (state_->status == Status::kRequested) {
+      // Still waiting for a release: give it up and build here (never wait on the reader).
+      state_->cancel = true;
+      state_->changed.notify_all();
+      state_->changed.wait(lock, [&] { return state_->status != Status::kRequested; });
+      state_->cancel = false;
     }
+    if (state_->status == Status::kRunning) {
+      state_->changed.wait(lock, [&] { return state_->status == Status::kDone; });
+    }
+    if (state_->status == Status::kDone) {
+      if (state_->epoch == epoch) {
+        error = state_->error;
+        if (state_->built) {
+          order = counted(std::move(state_->built), state_, true);
+          ++hits_;
+        }
+      } else if (state_->built) {
+        discarded = std::move(state_->built);  // another epoch's
+        --state_->live;
+      }
+      state_->error = nullptr;
+    }
+    state_->status = Status::kIdle;
   }
-  if (!order)
+  discarded.reset();
+  if (error) std::rethrow_exception(error);
+  if (!order) {
     order = counted(make_epoch_order(sampler_.options().order_options(), epoch), state_, false);
+  }
   RankView view(order, resumed, epoch);
 
   if (epoch != UINT64_MAX) {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->epoch = epoch + 1;
-    state_->cancel = state_->running = state_->done = false;
-    state_->built.reset();
-    state_->error = nullptr;
-    state_->thread =
-        std::thread(build_in_background, state_, sampler_.options().order_options(), epoch + 1);
+    state_->status = Status::kRequested;
+    if (!state_->worker.joinable()) state_->worker = std::thread(worker_loop, state_.get());
+    state_->changed.notify_all();
   }
   return view;
 }

@@ -26,8 +26,8 @@ struct PrefetchState;
 // then discarded when it is not the epoch asked for. The guess is always e + 1 (the usual loop;
 // set_epoch jumps cost one synchronous build, as without prefetching).
 //
-// Not thread-safe: one caller at a time (a training loop). The destructor waits for a running
-// build.
+// One worker thread per sampler, started at the first prefetch. Not thread-safe: one caller at
+// a time (a training loop). The destructor waits for a running build.
 class PrefetchingSampler {
  public:
   // `prefetch` false: epoch() builds on demand, exactly as DistributedSampler::epoch.
@@ -50,8 +50,6 @@ class PrefetchingSampler {
   uint64_t live_orders() const;
 
  private:
-  void cancel_pending();
-
   DistributedSampler sampler_;
   bool prefetch_;
   uint64_t hits_ = 0;

@@ -397,15 +397,24 @@ class CoreArgs:
         self._core = factory(*args, **kwargs)
 
 
+# The first chunk of a pass is small: the first index comes after one short fill, not after a
+# whole chunk's Python ints (which compete with a background build for memory).
+_FIRST_CHUNK = 256
+
+
 def fill_chunks(total: int, fill, chunk: int):
-    """Lists of fill's values for positions [0, total), `chunk` at a time: fill(first, out)
-    writes out[j] for position first + j in C++ without the GIL."""
+    """Lists of fill's values for positions [0, total), `chunk` at a time after a first chunk of
+    _FIRST_CHUNK: fill(first, out) writes out[j] for position first + j in C++ without the
+    GIL."""
     import numpy as np
     buffer = np.empty(min(chunk, total), dtype=np.uint64)
-    for first in range(0, total, chunk):
-        part = buffer[: min(chunk, total - first)]
+    first, size = 0, min(_FIRST_CHUNK, chunk)
+    while first < total:
+        part = buffer[: min(size, total - first)]
         fill(first, part)
         yield part.tolist()
+        first += len(part)
+        size = chunk
 
 
 def randperm_variant(randperm: str) -> str:
