@@ -397,6 +397,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("weights"))
       .def_property_readonly("num_datasets", &QuotaSchedule::num_datasets)
       .def_property_readonly("weights", &QuotaSchedule::weights)
+      .def_property_readonly("quota_weights", &QuotaSchedule::quota_weights)
+      .def_property_readonly("quota_total", &QuotaSchedule::quota_total)
+      .def_property_readonly("quota_exact", &QuotaSchedule::quota_exact)
       .def_property_readonly("error_bound", &QuotaSchedule::error_bound)
       .def(
           "at",

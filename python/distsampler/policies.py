@@ -277,11 +277,15 @@ class WeightedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
 # ---- Blended datasets ---------------------------------------------------------------------------
 
 class BlendedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
-    """Several datasets blended by weight into one stream: after any i positions dataset k has
-    been taken within QuotaSchedule.error_bound (<= 1 up to 4 datasets, reported otherwise) of
-    i * w_k times, each dataset read in its own shuffled order that cycles through its own
-    epochs. An epoch is ``samples_per_epoch`` stream positions for all ranks together, cut among
-    ranks as DistributedSampler does, so the stream is the same for every world size.
+    """Several datasets blended by weight into one stream: after any i < 2^64 positions dataset k
+    has been taken within ``schedule.error_bound`` (< 1 up to 4 datasets, < 1.68 for any number)
+    of i * W_k / T times, exactly, where W_k / T (``schedule.quota_weights``,
+    ``schedule.quota_total``) is the normalized weight itself when ``schedule.quota_exact`` and
+    otherwise its rounding to T <= 2^62 (docs/design.md, "Blending"); each dataset is read in its
+    own shuffled order that cycles through its own epochs. An epoch is ``samples_per_epoch``
+    stream positions for all ranks together, cut among ranks as DistributedSampler does, so the
+    stream is the same for every world size. Sizes summing past 2^64 - 1 are refused (flat
+    indices would wrap).
 
     Yields indices into ``torch.utils.data.ConcatDataset(datasets)`` (``flat=True``) or
     ``(dataset_id, index)`` pairs (``flat=False``). ``datasets`` are the datasets (or their

@@ -1,15 +1,33 @@
-// Quota schedule: nested two-way splits, each a Sturmian (Beatty) sequence floor(P * s + 1/2) of
-// its parent's count. A two-way split is exact within 1/2 (the classical balance of Sturmian
-// words); nesting adds the parent's error scaled by the share, and the tree search keeps the
-// worst leaf within 1 where some tree allows it. Why not the alternatives: a per-position greedy
-// (largest deficit) is within 1 but sequential; divisor methods (merging the datasets'
-// arithmetic progressions) are random access but their error grows with the number of datasets.
+// Quota schedule: nested two-way splits, each a Sturmian (Beatty) sequence floor(P a / t + 1/2)
+// of its parent's count P, computed exactly: a / t is a ratio of integer weights (t <= 2^62), a
+// 64-bit fixed-point guess of the quotient is off by at most one and the remainder
+// d = P a - c t (it fits an int64) corrects it and says whether the split grows at P + 1.
+//
+// Bound. A split c is within 1/2 of P a / t (c - P a / t in (-1/2, 1/2]: the classical balance of
+// Sturmian words), so a child's error is r + s e (r that rounding, s its share, e its parent's):
+// a leaf's bound is (1/2) sum over the nodes v below the root on its path, the leaf included, of
+// W_k / t_v. Every tree over up to 8 datasets is searched; above that Huffman's tree and a
+// balanced split are compared. In Huffman's tree, when v and its sibling were joined they were
+// the two lightest nodes, so v's parent's sibling, joined later, weighs at least v: every node's
+// total is at least its child's plus that child's child, the totals on a path from a leaf grow at
+// least like Fibonacci numbers (W_k, W_k, 2 W_k, 3 W_k, 5 W_k, ...) and the bound is below
+// (sum of 1 / F_j) / 2 = 1.67994... Widths (twice the bound) are fixed-point and rounded up at
+// every step, so the reported bound is never below the true one, and the search is integer
+// arithmetic: the same tree on every compiler and architecture.
+//
+// Why not the alternatives: a per-position greedy (largest deficit) is within 1 but sequential;
+// divisor methods (merging the datasets' arithmetic progressions) are random access but their
+// error grows with the number of datasets; a double or 64-bit fixed-point share (as before) drifts
+// by i * 2^-53 (1.67 at i = 10^17 for weights 1, 2, 3).
 #include "distsampler/policies/blend.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <queue>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "distsampler/feistel.h"
 #include "distsampler/hash.h"
@@ -19,49 +37,183 @@ namespace distsampler {
 namespace {
 
 using u128 = unsigned __int128;
+using detail::QuotaNode;
 
-// floor(p * share / 2^64 + 1/2).
-uint64_t split(uint64_t p, uint64_t share) {
-  return static_cast<uint64_t>((static_cast<u128>(p) * share + (u128{1} << 63)) >> 64);
+// Exact integer weights (the W_k) ----------------------------------------------------------------
+
+// A positive finite double as mantissa * 2^exponent with an odd mantissa (< 2^53).
+struct Dyadic {
+  uint64_t mantissa = 0;
+  int exponent = 0;
+};
+
+Dyadic dyadic(double w) {
+  int e = 0;
+  const double f = std::frexp(w, &e);  // w = f * 2^e, f in [1/2, 1): f * 2^53 is an integer
+  uint64_t m = static_cast<uint64_t>(std::ldexp(f, 53));
+  e -= 53;
+  const int zeros = __builtin_ctzll(m);
+  return Dyadic{m >> zeros, e + zeros};
 }
 
-uint64_t to_share(double s) {
-  if (!(s > 0)) return 0;
-  if (!(s < 1)) return ~uint64_t{0};
-  return std::min<uint64_t>(static_cast<uint64_t>(std::ldexp(s, 64)), ~uint64_t{0});
+int bit_length(uint64_t m) { return m == 0 ? 0 : 64 - __builtin_clzll(m); }
+
+uint64_t gcd(uint64_t a, uint64_t b) {
+  while (b != 0) a = std::exchange(b, a % b);
+  return a;
 }
 
-struct Search {
-  const std::vector<double>& w;  // weights of the datasets in the tree
-  // Worst leaf width of the best tree over `mask` entered with width `width`; splits in preorder.
-  double best(unsigned mask, double width, std::vector<int>* splits) const {
-    if ((mask & (mask - 1)) == 0) return width;
-    double total = 0;
-    for (unsigned b = 0; b < w.size(); ++b) {
-      if (mask & (1u << b)) total += w[b];
+// round(d * 2^shift), halves up, as long as the result is below 2^64 (callers keep it <= 2^62).
+uint64_t scaled(Dyadic d, int shift) {
+  const int e = d.exponent + shift;
+  if (e >= 0) return d.mantissa << e;
+  if (-e > 53) return 0;  // d * 2^shift < 2^53 / 2^54
+  return (d.mantissa + (uint64_t{1} << (-e - 1))) >> -e;
+}
+
+struct IntegerWeights {
+  std::vector<uint64_t> w;
+  uint64_t total = 0;
+  bool exact = false;
+};
+
+// The weights as integers summing to <= kMaxTotal: exactly when their lowest terms fit, otherwise
+// max(1, round(weight * 2^s)) for positive weights with the largest s that fits.
+IntegerWeights integer_weights(const std::vector<double>& weights, uint64_t max_total) {
+  std::vector<Dyadic> d(weights.size());
+  uint64_t g = 0;
+  int low = 0;
+  int high = 0;  // every weight < 2^high
+  uint64_t positive = 0;
+  for (uint64_t k = 0; k < weights.size(); ++k) {
+    if (!(weights[k] > 0)) continue;
+    d[k] = dyadic(weights[k]);
+    const int top = d[k].exponent + bit_length(d[k].mantissa);
+    low = positive == 0 ? d[k].exponent : std::min(low, d[k].exponent);
+    high = positive == 0 ? top : std::max(high, top);
+    g = gcd(g, d[k].mantissa);
+    ++positive;
+  }
+  IntegerWeights out;
+  out.w.assign(weights.size(), 0);
+  // Lowest terms: W_k = (m_k / g) * 2^(e_k - low); g is odd, so it divides every W_k only through
+  // the mantissas.
+  bool fits = true;
+  u128 sum = 0;
+  for (uint64_t k = 0; fits && k < weights.size(); ++k) {
+    if (d[k].mantissa == 0) continue;
+    const uint64_t m = d[k].mantissa / g;
+    const int shift = d[k].exponent - low;
+    fits = shift + bit_length(m) <= 62;  // W_k < 2^62
+    if (!fits) break;
+    out.w[k] = m << shift;
+    sum += out.w[k];
+    fits = sum <= max_total;
+  }
+  if (fits) {
+    out.total = static_cast<uint64_t>(sum);
+    out.exact = true;
+    return out;
+  }
+  // Quantized: with s = 61 - high - ceil(log2(positive)) every W_k <= 2^(61 - ceil(log2)), so the
+  // sum fits; then the largest s that still fits (the sum is non-decreasing in s).
+  auto total_at = [&](int s) {
+    u128 t = 0;
+    for (uint64_t k = 0; k < weights.size(); ++k) {
+      if (d[k].mantissa != 0) t += std::max<uint64_t>(1, scaled(d[k], s));
     }
+    return t;
+  };
+  int s = 61 - high - bit_length(positive - 1);
+  while (total_at(s + 1) <= max_total) ++s;
+  for (uint64_t k = 0; k < weights.size(); ++k) {
+    if (d[k].mantissa != 0) out.w[k] = std::max<uint64_t>(1, scaled(d[k], s));
+  }
+  out.total = static_cast<uint64_t>(total_at(s));
+  return out;
+}
+
+// Trees and their bounds --------------------------------------------------------------------------
+
+// Widths are fixed-point with kOne = 1 and rounded up at every step, so a computed bound is never
+// below the true one. A leaf's width is twice its bound; a child's is 1 + (t_child / t_v) * the
+// parent's (the root's is 0).
+constexpr int kFractionBits = 50;
+constexpr uint64_t kOne = uint64_t{1} << kFractionBits;
+constexpr uint64_t kInfinite = ~uint64_t{0};
+constexpr uint64_t kWidthCap = uint64_t{1} << 62;  // far above any tree kept (< 3.4 * kOne)
+
+uint64_t child_width(uint64_t child_total, uint64_t total, uint64_t width) {
+  if (width >= kWidthCap) return kInfinite;
+  const u128 p = static_cast<u128>(child_total) * width;
+  return kOne + static_cast<uint64_t>((p + total - 1) / total);
+}
+
+struct Tree {
+  std::vector<QuotaNode> nodes;
+  int root = -1;
+
+  int leaf(uint64_t dataset, uint64_t weight) {
+    QuotaNode n;
+    n.total = weight;
+    n.dataset = dataset;
+    nodes.push_back(n);
+    return static_cast<int>(nodes.size()) - 1;
+  }
+  int join(int first, int second) {
+    QuotaNode n;
+    n.total = nodes[first].total + nodes[second].total;
+    n.first_total = nodes[first].total;
+    n.half = n.total / 2 + n.total % 2;
+    n.share = static_cast<uint64_t>((static_cast<u128>(n.first_total) << 64) / n.total);
+    n.first = first;
+    n.second = second;
+    nodes.push_back(n);
+    return static_cast<int>(nodes.size()) - 1;
+  }
+  // The largest leaf width below `node` entered with `width` (kInfinite past kWidthCap).
+  uint64_t worst(int node, uint64_t width) const {
+    const QuotaNode& n = nodes[node];
+    if (n.first < 0) return width;
+    const uint64_t a = worst(n.first, child_width(n.first_total, n.total, width));
+    const uint64_t b = worst(n.second, child_width(n.total - n.first_total, n.total, width));
+    return std::max(a, b);
+  }
+};
+
+// Every tree over up to kMaxExhaustive datasets: the smallest worst leaf width, with its first
+// children (bit masks over `w`) in preorder. Integer arithmetic, so the same tree everywhere.
+struct Search {
+  const std::vector<uint64_t>& w;
+  uint64_t total(unsigned mask) const {
+    uint64_t t = 0;
+    for (unsigned b = 0; b < w.size(); ++b) {
+      if (mask & (1u << b)) t += w[b];
+    }
+    return t;
+  }
+  uint64_t best(unsigned mask, uint64_t width, std::vector<unsigned>* splits) const {
+    if ((mask & (mask - 1)) == 0) return width;
+    const uint64_t t = total(mask);
     const unsigned low = mask & (~mask + 1);
     const unsigned rest = mask ^ low;
-    double best_width = 1e300;
-    std::vector<int> best_splits;
+    uint64_t best_width = kInfinite;
+    std::vector<unsigned> best_splits;
     // Subsets of `rest`, each joined with the lowest element: every unordered split once.
     for (unsigned sub = rest;; sub = (sub - 1) & rest) {
       const unsigned a = low | sub;
       const unsigned b = mask ^ a;
       if (b != 0) {
-        double wa = 0;
-        for (unsigned k = 0; k < w.size(); ++k) {
-          if (a & (1u << k)) wa += w[k];
-        }
-        std::vector<int> sa;
-        std::vector<int> sb;
-        const double ea = best(a, 1 + wa / total * width, &sa);
+        const uint64_t ta = total(a);
+        std::vector<unsigned> sa;
+        std::vector<unsigned> sb;
+        const uint64_t ea = best(a, child_width(ta, t, width), &sa);
         if (ea < best_width) {
-          const double eb = best(b, 1 + (total - wa) / total * width, &sb);
-          const double e = std::max(ea, eb);
+          const uint64_t eb = best(b, child_width(t - ta, t, width), &sb);
+          const uint64_t e = std::max(ea, eb);
           if (e < best_width) {
             best_width = e;
-            best_splits.assign(1, static_cast<int>(a));
+            best_splits.assign(1, a);
             best_splits.insert(best_splits.end(), sa.begin(), sa.end());
             best_splits.insert(best_splits.end(), sb.begin(), sb.end());
           }
@@ -74,113 +226,150 @@ struct Search {
   }
 };
 
-// Above kMaxExhaustive: split by weight into two near-equal halves, heaviest first.
-void balanced_splits(const std::vector<double>& w, std::vector<uint64_t> items,
-                     std::vector<std::vector<uint64_t>>* out) {
-  if (items.size() <= 1) return;
-  std::stable_sort(items.begin(), items.end(), [&](uint64_t a, uint64_t b) { return w[a] > w[b]; });
-  std::vector<uint64_t> a;
-  std::vector<uint64_t> b;
-  double wa = 0;
-  double wb = 0;
-  for (uint64_t k : items) {
+// Builds the searched tree over `mask`, consuming `splits` in preorder.
+int build_searched(Tree* tree, const std::vector<uint64_t>& ids, const std::vector<uint64_t>& w,
+                   unsigned mask, const std::vector<unsigned>& splits, size_t* next) {
+  if ((mask & (mask - 1)) == 0) {
+    const int b = __builtin_ctz(mask);
+    return tree->leaf(ids[b], w[b]);
+  }
+  const unsigned a = splits[(*next)++];
+  const int first = build_searched(tree, ids, w, a, splits, next);
+  const int second = build_searched(tree, ids, w, mask ^ a, splits, next);
+  return tree->join(first, second);
+}
+
+// Huffman's tree: join the two lightest (ties: the older node) until one is left.
+Tree huffman(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& w) {
+  Tree tree;
+  using Entry = std::pair<uint64_t, int>;  // (total, node): all distinct, so the order is total
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  for (uint64_t j = 0; j < ids.size(); ++j) {
+    const int node = tree.leaf(ids[j], w[j]);
+    queue.emplace(w[j], node);
+  }
+  while (queue.size() > 1) {
+    const int a = queue.top().second;
+    queue.pop();
+    const int b = queue.top().second;
+    queue.pop();
+    const int node = tree.join(a, b);
+    queue.emplace(tree.nodes[node].total, node);
+  }
+  tree.root = queue.top().second;
+  return tree;
+}
+
+// Split by weight into two near-equal halves, heaviest first, and recurse.
+int balanced(Tree* tree, std::vector<std::pair<uint64_t, uint64_t>> items) {  // (id, weight)
+  if (items.size() == 1) return tree->leaf(items[0].first, items[0].second);
+  std::stable_sort(items.begin(), items.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
+  std::vector<std::pair<uint64_t, uint64_t>> a;
+  std::vector<std::pair<uint64_t, uint64_t>> b;
+  uint64_t wa = 0;
+  uint64_t wb = 0;
+  for (const auto& item : items) {
     if (wa <= wb) {
-      a.push_back(k), wa += w[k];
+      a.push_back(item), wa += item.second;
     } else {
-      b.push_back(k), wb += w[k];
+      b.push_back(item), wb += item.second;
     }
   }
-  out->push_back(a);
-  balanced_splits(w, a, out);
-  balanced_splits(w, b, out);
+  const int first = balanced(tree, a);
+  const int second = balanced(tree, b);
+  return tree->join(first, second);
+}
+
+// floor(p * a / t + 1/2) for node n (a = first_total, t = total <= 2^62), and d = p * a - c * t,
+// which lies in [-t/2, t/2). The 64-bit guess from `share` is c or c - 1, so d fits an int64
+// before and after the correction.
+struct Split {
+  uint64_t c;
+  int64_t d;
+};
+
+inline Split split(uint64_t p, const QuotaNode& n) {
+  uint64_t c = static_cast<uint64_t>((static_cast<u128>(p) * n.share + (u128{1} << 63)) >> 64);
+  auto d = static_cast<int64_t>(p * n.first_total - c * n.total);  // exact mod 2^64
+  if (d >= static_cast<int64_t>(n.half)) {
+    ++c;
+    d -= static_cast<int64_t>(n.total);
+  }
+  return Split{c, d};
 }
 
 }  // namespace
 
 QuotaSchedule::QuotaSchedule(const std::vector<double>& weights) {
   const uint64_t k = weights.size();
-  const double sum = detail::checked_weight_sum(weights);
+  detail::checked_weight_sum(weights);
+  IntegerWeights integers = integer_weights(weights, kMaxTotal);
+  quota_weights_ = std::move(integers.w);
+  total_ = integers.total;
+  exact_ = integers.exact;
   weights_.resize(k);
-  std::vector<uint64_t> positive;
-  for (uint64_t i = 0; i < k; ++i) {
-    weights_[i] = weights[i] / sum;
-    if (weights[i] > 0) positive.push_back(i);
+  std::vector<uint64_t> ids;
+  std::vector<uint64_t> w;
+  for (uint64_t d = 0; d < k; ++d) {
+    weights_[d] = static_cast<double>(quota_weights_[d]) / static_cast<double>(total_);
+    if (quota_weights_[d] > 0) ids.push_back(d), w.push_back(quota_weights_[d]);
   }
-  // The tree's split sets, in preorder, as lists of dataset ids.
-  std::vector<std::vector<uint64_t>> splits;
-  if (positive.size() <= kMaxExhaustive) {
-    std::vector<double> w;
-    for (uint64_t d : positive) w.push_back(weights_[d]);
-    std::vector<int> masks;
-    Search{w}.best((1u << positive.size()) - 1, 0.0, &masks);
-    for (int m : masks) {
-      std::vector<uint64_t> set;
-      for (uint64_t b = 0; b < positive.size(); ++b) {
-        if (m & (1 << b)) set.push_back(positive[b]);
-      }
-      splits.push_back(set);
-    }
+  Tree tree;
+  uint64_t width = 0;
+  if (ids.size() <= kMaxExhaustive) {
+    std::vector<unsigned> splits;
+    const unsigned all = (1u << ids.size()) - 1;
+    Search{w}.best(all, 0, &splits);
+    size_t next = 0;
+    tree.root = build_searched(&tree, ids, w, all, splits, &next);
+    width = tree.worst(tree.root, 0);
   } else {
-    balanced_splits(weights_, positive, &splits);
+    tree = huffman(ids, w);
+    width = tree.worst(tree.root, 0);
+    Tree other;
+    std::vector<std::pair<uint64_t, uint64_t>> items;
+    for (uint64_t j = 0; j < ids.size(); ++j) items.emplace_back(ids[j], w[j]);
+    other.root = balanced(&other, items);
+    const uint64_t other_width = other.worst(other.root, 0);
+    if (other_width < width) tree = std::move(other), width = other_width;
   }
+  // width < 3.36 * kOne < 2^52 (Huffman's bound), so the conversion is exact.
+  bound_ = std::ldexp(static_cast<double>(width), -(kFractionBits + 1));
+  nodes_ = std::move(tree.nodes);
+  root_ = tree.root;
   path_.assign(k, {});
-  size_t next_split = 0;
-  // Builds the subtree over `items` (sorted ids), consuming splits in preorder; returns its node.
-  struct Builder {
-    QuotaSchedule* self;
-    const std::vector<std::vector<uint64_t>>& splits;
-    size_t* next;
-    int operator()(const std::vector<uint64_t>& items, double width, std::vector<int> path) const {
-      const int id = static_cast<int>(self->nodes_.size());
-      self->nodes_.push_back(Node{});
-      if (items.size() == 1) {
-        self->nodes_[id].dataset = items[0];
-        self->path_[items[0]] = path;
-        self->bound_ = std::max(self->bound_, width / 2);
-        return id;
-      }
-      const std::vector<uint64_t>& first = splits[(*next)++];
-      std::vector<uint64_t> second;
-      double total = 0;
-      double wa = 0;
-      for (uint64_t d : items) {
-        total += self->weights_[d];
-        if (std::find(first.begin(), first.end(), d) != first.end()) {
-          wa += self->weights_[d];
-        } else {
-          second.push_back(d);
-        }
-      }
-      self->nodes_[id].share = to_share(wa / total);
-      std::vector<int> pa = path;
-      pa.push_back(id * 2 + 1);
-      const int a = (*this)(first, 1 + wa / total * width, pa);
-      std::vector<int> pb = path;
-      pb.push_back(id * 2);
-      const int b = (*this)(second, 1 + (total - wa) / total * width, pb);
-      self->nodes_[id].first = a;
-      self->nodes_[id].second = b;
-      return id;
+  std::vector<std::pair<int, std::vector<int>>> stack{{root_, {}}};
+  while (!stack.empty()) {
+    auto [node, path] = std::move(stack.back());
+    stack.pop_back();
+    const QuotaNode& n = nodes_[node];
+    if (n.first < 0) {
+      path_[n.dataset] = std::move(path);
+      continue;
     }
-  };
-  Builder{this, splits, &next_split}(positive, 0.0, {});
+    std::vector<int> second = path;
+    second.push_back(node * 2);
+    path.push_back(node * 2 + 1);
+    stack.emplace_back(n.first, std::move(path));
+    stack.emplace_back(n.second, std::move(second));
+  }
 }
 
 BlendedSample QuotaSchedule::at(uint64_t i) const {
-  uint64_t p0 = i;
-  uint64_t p1 = i + 1;
-  int node = 0;
+  // The first child's count grows from p to p + 1 exactly when 2 (d + a) >= t.
+  uint64_t p = i;
+  int node = root_;
   while (nodes_[node].first >= 0) {
-    const Node& n = nodes_[node];
-    const uint64_t c0 = split(p0, n.share);
-    const uint64_t c1 = split(p1, n.share);
-    if (c1 != c0) {
-      p0 = c0, p1 = c1, node = n.first;
+    const QuotaNode& n = nodes_[node];
+    const Split s = split(p, n);
+    if (s.d + static_cast<int64_t>(n.first_total) >= static_cast<int64_t>(n.half)) {
+      p = s.c, node = n.first;
     } else {
-      p0 -= c0, p1 -= c1, node = n.second;
+      p -= s.c, node = n.second;
     }
   }
-  return BlendedSample{nodes_[node].dataset, p0};
+  return BlendedSample{nodes_[node].dataset, p};
 }
 
 uint64_t QuotaSchedule::count(uint64_t k, uint64_t i) const {
@@ -189,10 +378,10 @@ uint64_t QuotaSchedule::count(uint64_t k, uint64_t i) const {
                             " is out of range; allowed: dataset < " +
                             std::to_string(weights_.size()));
   }
-  if (weights_[k] == 0) return 0;
+  if (quota_weights_[k] == 0) return 0;
   uint64_t p = i;
   for (int step : path_[k]) {
-    const uint64_t c = split(p, nodes_[step / 2].share);
+    const uint64_t c = split(p, nodes_[step / 2]).c;
     p = (step % 2 == 1) ? c : p - c;
   }
   return p;
@@ -221,6 +410,16 @@ BlendedSampler::BlendedSampler(const BlendOptions& options)
     keys_.push_back(derive_key(options.seed.bits(), k, kDomainBlend));
     offsets_.push_back(offset);
     offset += options.sizes[k];
+  }
+  // Flat indices run up to the sum of the sizes: refuse a sum that would wrap them.
+  u128 sum = 0;
+  for (uint64_t size : options.sizes) sum += size;
+  if (sum > ~uint64_t{0}) {
+    std::string digits;
+    for (; sum != 0; sum /= 10) digits.insert(digits.begin(), static_cast<char>('0' + sum % 10));
+    throw std::invalid_argument("sizes sum to " + digits +
+                                "; allowed: a sum <= 2^64 - 1 = 18446744073709551615, so that "
+                                "every flat (concatenated) index fits in 64 bits");
   }
 }
 

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace distsampler {
@@ -116,6 +119,174 @@ TEST(QuotaSchedule, BadWeightsAreClearErrors) {
   }
 }
 
+// The promise, checked exactly: |c_k(i) - i * W_k / T| <= error_bound(), that is
+// |c * T - i * W_k| <= error_bound() * T with error_bound() = m * 2^e read off the double.
+using u128 = unsigned __int128;
+
+bool within_bound(const QuotaSchedule& q, uint64_t k, uint64_t i) {
+  const uint64_t t = q.quota_total();
+  const u128 have = static_cast<u128>(q.count(k, i)) * t;
+  const u128 want = static_cast<u128>(i) * q.quota_weights()[k];
+  const u128 error = have > want ? have - want : want - have;  // times T
+  int e = 0;
+  const double f = std::frexp(q.error_bound(), &e);
+  const auto m = static_cast<uint64_t>(std::ldexp(f, 53));  // bound = m * 2^(e - 53)
+  e -= 53;
+  if (e >= 0) return true;  // a bound >= 2^53: nothing to check
+  return error <= ((static_cast<u128>(m) * t) >> -e);
+}
+
+// |c_k(i) - i W_k / T| as a double, for messages and records.
+double quota_error(const QuotaSchedule& q, uint64_t k, uint64_t i) {
+  const uint64_t t = q.quota_total();
+  const u128 have = static_cast<u128>(q.count(k, i)) * t;
+  const u128 want = static_cast<u128>(i) * q.quota_weights()[k];
+  return static_cast<double>(have > want ? have - want : want - have) / static_cast<double>(t);
+}
+
+// Weight families for 1..64 datasets: integers, equal, pseudo-random integers, dyadic, and
+// doubles whose exact ratios do not fit 62 bits (quantized).
+std::vector<std::vector<double>> weight_families(uint64_t k) {
+  std::vector<std::vector<double>> out(7);
+  uint64_t x = 88172645463325252ull + k;
+  for (uint64_t j = 0; j < k; ++j) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    out[0].push_back(static_cast<double>(j + 1));
+    out[1].push_back(1.0);
+    out[2].push_back(static_cast<double>(1 + x % 1000003));
+    out[3].push_back(std::ldexp(1.0, -static_cast<int>(j)));
+    out[4].push_back(std::pow(1.3, static_cast<double>(j)));
+    out[5].push_back(0.1 * static_cast<double>(1 + (j * 7) % 11));
+    out[6].push_back(std::pow(10.0, static_cast<double>(static_cast<int>(x % 41) - 20)));
+  }
+  return out;
+}
+
+const uint64_t kTenTo17 = 100'000'000'000'000'000ull;
+const uint64_t kLast = ~uint64_t{0};
+
+TEST(QuotaSchedule, ExactBoundAtTenToTheSeventeenAndTwoToTheSixtyFourForTwoToSixtyFourDatasets) {
+  double worst_bound = 0;
+  double worst_error = 0;
+  for (uint64_t k = 2; k <= 64; ++k) {
+    for (const std::vector<double>& w : weight_families(k)) {
+      const QuotaSchedule q(w);
+      ASSERT_LE(q.quota_total(), QuotaSchedule::kMaxTotal);
+      EXPECT_LT(q.error_bound(), 1.68) << k;
+      if (k <= 4) {
+        EXPECT_LT(q.error_bound(), 1.0) << k;
+      }
+      worst_bound = std::max(worst_bound, q.error_bound());
+      for (uint64_t i : std::vector<uint64_t>{kTenTo17, kLast, kLast - 1, uint64_t{1} << 63,
+                                              12345678901234567891ull}) {
+        uint64_t total = 0;
+        for (uint64_t d = 0; d < k; ++d) {
+          total += q.count(d, i);
+          ASSERT_TRUE(within_bound(q, d, i))
+              << k << " datasets, dataset " << d << ", i = " << i << ": error "
+              << quota_error(q, d, i) << " > bound " << q.error_bound();
+          worst_error = std::max(worst_error, quota_error(q, d, i));
+        }
+        ASSERT_EQ(total, i);
+        // Position i takes the one dataset whose count grows (at i = 2^64 - 1 the count of
+        // 2^64 positions is out of reach: the index alone is checked).
+        const BlendedSample s = q.at(i);
+        ASSERT_EQ(s.index, q.count(s.dataset, i));
+        if (i != kLast) {
+          for (uint64_t d = 0; d < k; ++d) {
+            ASSERT_EQ(q.count(d, i + 1), q.count(d, i) + (d == s.dataset)) << k << " " << i;
+          }
+        }
+      }
+    }
+  }
+  RecordProperty("worst_bound", std::to_string(worst_bound));
+  RecordProperty("worst_error", std::to_string(worst_error));
+}
+
+TEST(QuotaSchedule, WeightsOneTwoThreeAreExactToTheLastPosition) {
+  // Was 1.67 at 10^17 and 410 at 2^64 with a double share, against a promised 0.8.
+  const QuotaSchedule q({1, 2, 3});
+  EXPECT_EQ(q.quota_weights(), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(q.quota_total(), 6u);
+  EXPECT_TRUE(q.quota_exact());
+  EXPECT_DOUBLE_EQ(q.error_bound(), 0.8);
+  for (uint64_t i : {kTenTo17, kLast}) {
+    for (uint64_t d = 0; d < 3; ++d) {
+      EXPECT_TRUE(within_bound(q, d, i)) << i << " " << d << " " << quota_error(q, d, i);
+    }
+  }
+  // Scaled weights are the same schedule.
+  const QuotaSchedule scaled({0.25, 0.5, 0.75});
+  EXPECT_EQ(scaled.quota_weights(), q.quota_weights());
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(scaled.at(i), q.at(i));
+}
+
+TEST(QuotaSchedule, EveryPrefixNearTheEndOfTheStreamIsWithinTheBound) {
+  // Walks 20,000 positions ending at 2^64 - 1 and from 10^17: at() numbers each dataset's
+  // samples consecutively from count() and every prefix is within the bound, exactly.
+  for (uint64_t k : {3, 5, 9, 64}) {
+    for (const std::vector<double>& w : weight_families(k)) {
+      const QuotaSchedule q(w);
+      for (uint64_t start : {kLast - 20'000, kTenTo17}) {
+        std::vector<uint64_t> counts(k);
+        for (uint64_t d = 0; d < k; ++d) counts[d] = q.count(d, start);
+        for (uint64_t i = start; i < start + 20'000; ++i) {
+          const BlendedSample s = q.at(i);
+          ASSERT_EQ(s.index, counts[s.dataset]) << k << " datasets, position " << i;
+          ++counts[s.dataset];
+          ASSERT_TRUE(within_bound(q, s.dataset, i + 1)) << k << " " << i;
+        }
+        for (uint64_t d = 0; d < k; ++d) ASSERT_EQ(q.count(d, start + 20'000), counts[d]);
+      }
+      const BlendedSample last = q.at(kLast);
+      EXPECT_EQ(last.index, q.count(last.dataset, kLast));
+    }
+  }
+}
+
+TEST(QuotaSchedule, IntegerWeightsAreTheWeightsExactlyOrTheirDocumentedRounding) {
+  for (uint64_t k = 1; k <= 64; ++k) {
+    for (const std::vector<double>& w : weight_families(k)) {
+      const QuotaSchedule q(w);
+      const uint64_t t = q.quota_total();
+      long double sum = 0;
+      for (double x : w) sum += x;
+      for (uint64_t d = 0; d < k; ++d) {
+        EXPECT_GE(q.quota_weights()[d], 1u);
+        const long double exact = w[d] / sum;
+        const long double have = static_cast<long double>(q.quota_weights()[d]) / t;
+        if (q.quota_exact()) {
+          EXPECT_NEAR(static_cast<double>(have), static_cast<double>(exact), 1e-15);
+        } else {
+          EXPECT_GT(t, (uint64_t{1} << 61) - k);
+          EXPECT_LT(std::fabs(have - exact), (1 + k * exact) / t * 1.0001L) << k << " " << d;
+        }
+      }
+    }
+  }
+  // Integers are exact, and so are dyadic weights and the usual decimal blends that fit.
+  for (uint64_t k = 1; k <= 64; ++k) {
+    EXPECT_TRUE(QuotaSchedule(weight_families(k)[0]).quota_exact()) << k;
+    // 1, 1/2, ..., 2^(1 - k): integers summing to 2^k - 1, exact while that is <= 2^62.
+    EXPECT_EQ(QuotaSchedule(weight_families(k)[3]).quota_exact(), k <= 62) << k;
+  }
+  EXPECT_TRUE(QuotaSchedule({0.5, 0.25, 0.15, 0.07, 0.03}).quota_exact());
+  // Lowest terms: 3 * 2^61 : 3 is 2^61 : 1.
+  const QuotaSchedule lowest({std::ldexp(3.0, 61), 3.0});
+  EXPECT_TRUE(lowest.quota_exact());
+  EXPECT_EQ(lowest.quota_weights(), (std::vector<uint64_t>{uint64_t{1} << 61, 1}));
+  const QuotaSchedule wide({1000, 100, 10, 1, 0.1});
+  EXPECT_FALSE(wide.quota_exact());
+  // A positive weight stays positive, however small.
+  const QuotaSchedule tiny({1e300, 5e-324, 0});
+  EXPECT_EQ(tiny.quota_weights()[1], 1u);
+  EXPECT_EQ(tiny.quota_weights()[2], 0u);
+  EXPECT_LE(tiny.quota_total(), QuotaSchedule::kMaxTotal);
+  EXPECT_EQ(tiny.count(2, kLast), 0u);
+  EXPECT_TRUE(within_bound(tiny, 1, kLast));
+}
+
 BlendOptions blend_options() {
   BlendOptions o;
   o.sizes = {7, 100, 33, 5, 1000};
@@ -197,6 +368,24 @@ TEST(BlendedSampler, BadOptionsAreClearErrors) {
   o = blend_options();
   o.rank = 3;
   EXPECT_THROW(BlendedSampler{o}, std::invalid_argument);
+}
+
+TEST(BlendedSampler, SizesWhoseFlatIndicesWouldWrapAreRefused) {
+  // [2^63, 2^63, 5]: dataset 2's flat indices would collide with dataset 0's.
+  BlendOptions o = blend_options();
+  o.sizes = {uint64_t{1} << 63, uint64_t{1} << 63, 5};
+  o.weights = {1, 1, 1};
+  try {
+    BlendedSampler{o};
+    ADD_FAILURE() << "accepted sizes summing past 2^64 - 1";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("sizes sum to 18446744073709551621"), std::string::npos)
+        << e.what();
+  }
+  o.sizes = {uint64_t{1} << 63, (uint64_t{1} << 63) - 1};  // sum 2^64 - 1: every index fits
+  o.weights = {1, 1};
+  const BlendedSampler s(o);
+  EXPECT_EQ(s.flat({1, (uint64_t{1} << 63) - 2}), kLast - 1);
 }
 
 TEST(BlendedSampler, FillIsTheRankSamplesAndChecksTheWindow) {

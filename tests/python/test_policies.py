@@ -2,6 +2,7 @@
 global stream for W = 1, 3, 8 where it is claimed, parity with the CLI and with PyTorch, and bad
 inputs as ValueError naming the parameter."""
 import collections
+import fractions
 import random
 import warnings
 
@@ -244,6 +245,35 @@ def test_blend_quota_error_stays_within_one_on_every_prefix():
     dataset, earlier = schedule.at(far)
     assert earlier == schedule.count(dataset, far)
     assert schedule.count(dataset, far + 1) == earlier + 1
+
+
+@pytest.mark.parametrize("weights", [[1, 2, 3], SKEWED, [1000, 100, 10, 1, 0.1],
+                                     list(range(1, 65)), [1.3**k for k in range(40)]])
+def test_blend_quota_error_is_within_the_bound_at_the_end_of_the_stream(weights):
+    # Exact: |c_k(i) - i W_k / T| <= error_bound with Python integers and fractions, where
+    # W_k / T are the weights themselves whenever quota_exact (was 1.67 at 10^17 and 410 at 2^64
+    # for weights 1, 2, 3 against a promised 0.8).
+    schedule = _core.QuotaSchedule(np.array(weights, dtype=np.float64))
+    quota, total = schedule.quota_weights, schedule.quota_total
+    assert sum(quota) == total <= 2**62 and schedule.error_bound < 1.68
+    if schedule.quota_exact:
+        exact = [fractions.Fraction(w) / sum(map(fractions.Fraction, weights)) for w in weights]
+        assert [fractions.Fraction(q, total) for q in quota] == exact
+    bound = fractions.Fraction(schedule.error_bound)
+    for i in (10**17, 2**63, 2**64 - 2, 2**64 - 1):
+        counts = [schedule.count(k, i) for k in range(len(weights))]
+        assert sum(counts) == i
+        for c, q in zip(counts, quota):
+            assert abs(fractions.Fraction(c) - fractions.Fraction(i * q, total)) <= bound, (i, c)
+        dataset, earlier = schedule.at(i)
+        assert earlier == counts[dataset]
+
+
+def test_blend_refuses_sizes_whose_flat_indices_would_wrap():
+    with pytest.raises(ValueError, match="sizes sum to 18446744073709551621"):
+        BlendedDistributedSampler([2**63, 2**63, 5], [1.0, 1.0, 1.0], 10, 1, 0)
+    sampler = BlendedDistributedSampler([2**63, 2**63 - 1], [1.0, 1.0], 10, 1, 0)
+    assert max(sampler) < 2**64 - 1
 
 
 @pytest.mark.parametrize("flat", [True, False])

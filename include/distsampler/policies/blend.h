@@ -19,23 +19,47 @@ struct BlendedSample {
   }
 };
 
+namespace detail {
+// A node of QuotaSchedule's tree.
+struct QuotaNode {
+  uint64_t total = 0;        // t_v: the sum of its leaves' W
+  uint64_t first_total = 0;  // a: the first child's total (internal nodes)
+  uint64_t half = 0;         // ceil(t_v / 2)
+  uint64_t share = 0;        // floor(a * 2^64 / t_v): a split's first guess, then corrected
+  int first = -1;            // children (node indices), or -1 for a leaf
+  int second = -1;
+  uint64_t dataset = 0;  // leaves only
+};
+}  // namespace detail
+
 // Which dataset each position of an unbounded stream takes, so that after any prefix of length i
-// dataset k has been taken c_k(i) times with |c_k(i) - i * w_k| <= error_bound() (<= 1 whenever
-// a tree is found, always for up to 4 datasets; see the construction below), and c_k(i) is a
-// pure function of i computed in O(depth) <= O(K) time with O(K) memory.
+// dataset k has been taken c_k(i) times with
 //
-// Construction: a binary tree over the datasets. The root's count is i. A node with count P
-// gives its first child floor(P * s + 1/2) (s = the child's share of the node's weight, as a
-// 64-bit fixed-point fraction) and its second child the rest; both counts are non-decreasing in
-// i and grow by at most one per position, so position i belongs to the one leaf whose count
-// grows between i and i + 1. If a node's error (count - i * weight) lies in [-E/2, E/2], its
-// children's lie in [-(1 + s E)/2, (1 + s E)/2]: children of the root are within 1/2, leaves at
-// depth two within (1 + s)/2 < 1, and deeper leaves depend on the shares on their path. The
-// constructor searches every tree (up to 8 datasets; a balanced split by weight above that) for
-// the smallest worst-case bound and reports it.
+//   |c_k(i) - i * W_k / T| <= error_bound()   for every k and every i in [0, 2^64 - 1],
+//
+// exactly (integer arithmetic throughout), where W_k = quota_weights()[k] and T = quota_total()
+// are integers fixed at construction: the weights' exact ratios in lowest terms whenever those
+// sum to <= 2^62 (quota_exact(); e.g. any integers summing to <= 2^62, or
+// 0.5/0.25/0.15/0.07/0.03, as every double is a dyadic rational), and otherwise W_k =
+// round(weights[k] * 2^s) (>= 1 for a positive weight) with the largest s that keeps T <= 2^62, so
+// T > 2^61 - K and |W_k / T - w_k| < (1 + K w_k) / T for the normalized weights w_k (K datasets of
+// positive weight). error_bound() is below 1 for up to 4 datasets of positive weight and below 1.68
+// for any number; c_k(i) is a pure function of i computed in O(depth) time (depth < K) with O(K)
+// memory.
+//
+// Construction (blend.cc has the proof): a binary tree over the datasets of positive weight;
+// the root's count is i, and a node whose leaves weigh t in all, with count P, gives its first
+// child (leaves weighing a) floor(P * a / t + 1/2), exactly, and its second child the rest. Both
+// counts are non-decreasing in P and grow by at most one per position, so position i belongs to
+// the one leaf whose count grows between i and i + 1. Leaf k's bound is (1/2) * sum of W_k / t_v
+// over the nodes v on its path below the root, leaf included; the constructor tries every tree
+// up to kMaxExhaustive datasets, Huffman's tree and a balanced split above that, and keeps the
+// smallest worst bound, rounded up by < depth * 2^-51.
 class QuotaSchedule {
  public:
   static constexpr uint64_t kMaxExhaustive = 8;
+  // The largest quota_total().
+  static constexpr uint64_t kMaxTotal = uint64_t{1} << 62;
 
   QuotaSchedule() = default;
   // Throws std::invalid_argument for an empty list or a weight that is negative, NaN, infinite,
@@ -43,29 +67,29 @@ class QuotaSchedule {
   explicit QuotaSchedule(const std::vector<double>& weights);
 
   uint64_t num_datasets() const { return weights_.size(); }
-  // The normalized weights w_k (sum 1).
+  // W_k / T rounded to double (sum 1 up to rounding); the exact targets are the integers below.
   const std::vector<double>& weights() const { return weights_; }
-  // Proven bound on |c_k(i) - i * w_k| for every k and i (rounding of the weights aside, about
-  // i * 2^-52).
+  // The integer weights W_k the quotas follow exactly, their sum T (<= kMaxTotal), and whether
+  // W_k / T equals weights[k] / (sum of weights) exactly for every k.
+  const std::vector<uint64_t>& quota_weights() const { return quota_weights_; }
+  uint64_t quota_total() const { return total_; }
+  bool quota_exact() const { return exact_; }
+  // Proven bound on |c_k(i) - i * W_k / T| for every k and every i < 2^64.
   double error_bound() const { return bound_; }
 
-  // The dataset at stream position i, and how many earlier positions took that dataset.
+  // The dataset at stream position i (any i < 2^64), and how many earlier positions took it.
   BlendedSample at(uint64_t i) const;
   // c_k(i): positions among [0, i) that took dataset k.
   uint64_t count(uint64_t k, uint64_t i) const;
 
  private:
-  struct Node {
-    uint64_t share = 0;  // first child's share of this node's weight, times 2^64
-    int first = -1;      // children (node indices), or -1 for a leaf
-    int second = -1;
-    uint64_t dataset = 0;  // leaves only
-  };
-  int build(const std::vector<uint64_t>& datasets, const std::vector<int>& split_masks);
-
   std::vector<double> weights_;
-  std::vector<Node> nodes_;             // nodes_[0] is the root
-  std::vector<std::vector<int>> path_;  // per dataset: (node, went_first) steps from the root
+  std::vector<uint64_t> quota_weights_;
+  uint64_t total_ = 0;
+  bool exact_ = false;
+  std::vector<detail::QuotaNode> nodes_;
+  int root_ = 0;
+  std::vector<std::vector<int>> path_;  // per dataset: node * 2 + (went first) from the root
   double bound_ = 0;
 };
 
@@ -88,8 +112,9 @@ struct BlendOptions {
 // so the global stream is the same for every world size. O(K) memory, O(K) per position.
 class BlendedSampler {
  public:
-  // Validates (one size per weight, sizes >= 1 for positive weights, Partition's rules) and
-  // throws std::invalid_argument naming the field.
+  // Validates (one size per weight, sizes >= 1 for positive weights, sizes summing to at most
+  // 2^64 - 1 so that flat indices never wrap, Partition's rules) and throws
+  // std::invalid_argument naming the field.
   explicit BlendedSampler(const BlendOptions& options);
 
   const QuotaSchedule& schedule() const { return schedule_; }
@@ -102,7 +127,8 @@ class BlendedSampler {
   BlendedSample operator()(uint64_t epoch, uint64_t i) const;
   // out[j] = (*this)(epoch, first + j); throws std::out_of_range outside [0, num_samples()).
   void fill(uint64_t epoch, uint64_t first, uint64_t count, BlendedSample* out) const;
-  // The sample's index in the concatenation of the datasets (torch's ConcatDataset order).
+  // The sample's index in the concatenation of the datasets (torch's ConcatDataset order); below
+  // the sum of the sizes, which the constructor checks fits in 64 bits.
   uint64_t flat(BlendedSample s) const { return offsets_[s.dataset] + s.index; }
 
  private:
