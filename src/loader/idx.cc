@@ -157,7 +157,7 @@ class Reader {
   // false when the file ends first.
   bool ensure_input(uInt k) {
     if (z_.avail_in >= k) return true;
-    std::memmove(in_.data(), z_.next_in, z_.avail_in);  // 0 or 1 bytes
+    if (z_.avail_in > 0) std::memmove(in_.data(), z_.next_in, z_.avail_in);  // 1 byte
     const uint64_t got =
         file_.read_at(in_.data() + z_.avail_in, in_.size() - z_.avail_in, read_at_);
     read_at_ += got;
