@@ -36,6 +36,40 @@ grep -q "verdict: exactly-once holds" /tmp/ds_out.$$ || { echo "FAIL audit_resum
 check audit_broken 1 audit --size 1000 --world-size 4 --consumed 404 --resume-world-size 7 \
   --break overlap
 grep -q "verdict: exactly-once VIOLATED" /tmp/ds_out.$$ || { echo "FAIL audit_broken verdict"; fail=1; }
+
+# A failed write is one line on stderr naming the cause and exit 3, for every command that prints:
+# a full disk (ENOSPC), a closed stdout (EBADF).
+for args in "indices --size 100 --world-size 1 --rank 0" "indices --size 100000 --world-size 1 \
+--rank 0 --format binary" "audit --size 100 --world-size 2" "demo" "--version" "indices --help"; do
+  for target in full closed; do
+    if [ $target = full ]; then
+      "$bin" $args >/dev/full 2>/tmp/ds_err.$$; got=$?; cause="No space left on device"
+    else
+      "$bin" $args >&- 2>/tmp/ds_err.$$; got=$?; cause="Bad file descriptor"
+    fi
+    if [ "$got" != 3 ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] ||
+       ! grep -q "cannot write the output: $cause" /tmp/ds_err.$$; then
+      echo "FAIL '$args' to a $target stdout: exit $got, expected 3 and one line naming" \
+           "'$cause'; stderr:"; cat /tmp/ds_err.$$; fail=1
+    fi
+  done
+done
+# The reader leaving stops the work at once, also with SIGPIPE ignored: 10^9 indices (feistel,
+# printed as they are computed) end at the first write after `head` exits, with EPIPE named.
+start=$(date +%s%N)
+(trap '' PIPE
+ timeout 5 "$bin" indices --order feistel --size 1000000000 --world-size 1 --rank 0 \
+   2>/tmp/ds_err.$$ | head -1 >/tmp/ds_out.$$
+ echo "${PIPESTATUS[0]}" >/tmp/ds_code.$$)
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+got=$(cat /tmp/ds_code.$$)
+if [ "$ms" -ge 2000 ] || [ "$got" != 3 ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] ||
+   ! grep -q "cannot write the output: Broken pipe" /tmp/ds_err.$$ ||
+   [ "$(wc -l </tmp/ds_out.$$)" != 1 ]; then
+  echo "FAIL SIGPIPE ignored, reader gone: $ms ms (< 2000 expected), exit $got (3 expected);" \
+       "stderr:"; head -3 /tmp/ds_err.$$; fail=1
+fi
+rm -f /tmp/ds_code.$$
 rm -f /tmp/ds_out.$$ /tmp/ds_err.$$
 [ $fail = 0 ] && echo "cli_binary: all checks passed"
 exit $fail

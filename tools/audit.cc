@@ -241,6 +241,8 @@ int run_audit(const std::vector<std::string>& args, std::ostream& out) {
     failed += !v.ok;
     out << "epoch " << e << " (" << plan << "): " << (v.ok ? "ok, " : "VIOLATION, ") << v.detail
         << "\n";
+    out.flush();
+    check_output(out);  // no more epochs for a reader that left
   }
   if (failed == 0) {
     out << "verdict: exactly-once holds in all " << epochs << " epoch(s)\n";

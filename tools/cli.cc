@@ -26,8 +26,9 @@ commands:
   help      this text; `distsampler <command> --help` describes a command
   --version print "distsampler VERSION" (the library's version, version.h)
 
-exit status: 0 success, 1 a check that failed (audit), 2 a bad flag or value (one line on
-stderr).
+exit status: 0 success, 1 a check that failed (audit), 2 a bad flag or value, 3 the output
+could not be written (a full disk, a closed stdout, a reader that left); 2 and 3 print one line
+on stderr.
 )";
 
 constexpr const char* kIndicesHelp =
@@ -84,7 +85,8 @@ flags:
                           checkpoint that miscounts would; the audit must then fail, unless the
                           shifted plan happens to be harmless (its wrap lands on the same padding)
 
-exit status: 0 exactly-once holds, 1 it is violated, 2 a bad flag or value.
+exit status: 0 exactly-once holds, 1 it is violated, 2 a bad flag or value, 3 the output could
+not be written.
 )";
 
 constexpr const char* kDemoHelp = R"(usage: distsampler demo [--order torch|feistel]
@@ -124,6 +126,7 @@ void write_indices(const RankView& view, uint64_t first, uint64_t count, bool bi
       }
     }
     out.write(buffer.data(), p - buffer.data());
+    check_output(out);  // a reader that left stops the work here, not after all of it
     done += n;
   }
 }
@@ -267,7 +270,10 @@ void Flags::finish() const {
   }
 }
 
-int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+namespace {
+
+// run() without the final check of the output.
+int dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || is_help(args[0])) {
     (args.empty() ? err : out) << kMainHelp;
     return args.empty() ? kExitUsage : kExitOk;
@@ -298,6 +304,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       return run_demo(args, out, err);
     }
     throw UsageError("unknown command '" + command + "'; commands: indices, audit, demo, help");
+  } catch (const OutputError&) {
+    throw;
   } catch (const std::bad_alloc&) {
     err << "distsampler " << command << ": out of memory\n";
   } catch (const std::exception& e) {
@@ -308,6 +316,20 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     err << message << "\n";
   }
   return kExitUsage;
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  try {
+    const int code = dispatch(args, out, err);
+    out.flush();
+    check_output(out);
+    return code;
+  } catch (const OutputError& e) {
+    err << "distsampler" << (args.empty() ? "" : " " + args[0]) << ": " << e.what() << "\n";
+    return kExitOutput;
+  }
 }
 
 }  // namespace distsampler::cli

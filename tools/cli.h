@@ -12,15 +12,19 @@
 #include <vector>
 
 #include "distsampler/sampler.h"
+#include "output.h"
 
 namespace distsampler::cli {
 
-// Exit codes: 0 success, 1 a check that failed (audit), 2 a usage error (one line on stderr).
+// Exit codes: 0 success, 1 a check that failed (audit), 2 a usage error, 3 the output could not
+// be written (2 and 3 with one line on stderr).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitOutput = 3;
 
-// Runs `distsampler ARGS...` (args excludes the program name); writes to out and err.
+// Runs `distsampler ARGS...` (args excludes the program name); writes to out and err. A failed
+// write to out (see output.h) stops the command: one line on err naming the cause, kExitOutput.
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // A bad flag or value; the message is printed as one line.

@@ -3,6 +3,8 @@
 // Prints one line per setting: "distsampler threads=T samples_per_s=X batches=B seconds=S".
 // Usage: loader_throughput [--data DIR] [--batch-size 64] [--world-size 2] [--rank 0]
 //                          [--threads 0,1,2] [--prefetch 4] [--seconds 2]
+//                          [--npy IMAGES.npy --npy-labels LABELS.npy]
+// With --npy the samples are read from the file by NpyDataset instead of decoded into memory.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,10 +15,12 @@
 
 #include "distsampler/loader/data_loader.h"
 #include "distsampler/loader/idx.h"
+#include "distsampler/loader/npy.h"
 #include "distsampler/sampler.h"
 
 int main(int argc, char** argv) {
   std::string data = "/usr/share/datasets/fashion-mnist", threads_list = "0,1,2";
+  std::string npy, npy_labels;
   uint64_t batch_size = 64, world_size = 2, rank = 0;
   unsigned prefetch = 4;
   double min_seconds = 2;
@@ -36,13 +40,22 @@ int main(int argc, char** argv) {
       prefetch = static_cast<unsigned>(std::stoul(v));
     else if (a == "--seconds")
       min_seconds = std::stod(v);
+    else if (a == "--npy")
+      npy = v;
+    else if (a == "--npy-labels")
+      npy_labels = v;
     else {
       std::fprintf(stderr, "loader_throughput: unknown flag %s\n", a.c_str());
       return 2;
     }
   }
-  const auto dataset = std::make_shared<distsampler::InMemoryDataset>(distsampler::load_idx_dataset(
-      data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz"));
+  std::shared_ptr<const distsampler::Dataset> dataset;
+  if (npy.empty()) {
+    dataset = std::make_shared<distsampler::InMemoryDataset>(distsampler::load_idx_dataset(
+        data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz"));
+  } else {
+    dataset = std::make_shared<distsampler::NpyDataset>(npy, npy_labels);
+  }
   distsampler::SamplerOptions options;
   options.size = dataset->size();
   options.world_size = world_size;

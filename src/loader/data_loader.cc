@@ -33,7 +33,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, RankView view, Lo
   if (options_.batch_size == 0) {
     throw std::invalid_argument("batch_size = 0; allowed: batch_size >= 1");
   }
-  if (options_.prefetch == 0) throw std::invalid_argument("prefetch = 0; allowed: prefetch >= 1");
+  if (options_.prefetch == 0 || options_.prefetch > kMaxPrefetch) {
+    throw std::invalid_argument(
+        "prefetch = " + std::to_string(options_.prefetch) +
+        " is out of range; allowed: 1 <= prefetch <= " + std::to_string(kMaxPrefetch));
+  }
   if (view_.order().size() != dataset_->size()) {
     throw std::invalid_argument("view: a sampler over " + std::to_string(view_.order().size()) +
                                 " samples; allowed: the dataset's size, " +

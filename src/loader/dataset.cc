@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "integers.h"
+
 namespace distsampler {
 
 std::string_view to_string(DType dtype) {
@@ -88,6 +90,13 @@ InMemoryDataset::InMemoryDataset(SampleSpec spec, std::vector<unsigned char> dat
       size_(0),
       data_(std::move(data)),
       labels_(std::move(labels)) {
+  const size_t k = detail::first_oversized_dimension(spec_.shape, dtype_size(spec_.dtype));
+  if (k < spec_.shape.size()) {
+    throw std::invalid_argument("spec: shape dimension " + std::to_string(k) + " = " +
+                                std::to_string(spec_.shape[k]) +
+                                " is too large; allowed: " + std::string(to_string(spec_.dtype)) +
+                                " elements times the dimensions at most 2^63 - 1 bytes");
+  }
   if (sample_bytes_ == 0) {
     throw std::invalid_argument("spec: a sample of " + std::to_string(sample_bytes_) +
                                 " bytes; allowed: a shape with no zero dimension");

@@ -1,29 +1,25 @@
 // IDX reader. The format (LeCun's MNIST page): a 4-byte magic {0, 0, type, ndims}, ndims
-// big-endian uint32 dimensions, then the elements big-endian in row-major order. zlib's gz* API
-// reads compressed and raw files alike (gzread passes a non-gzip file through unchanged).
+// big-endian uint32 dimensions, then the elements big-endian in row-major order. A file that
+// starts with gzip's magic (1f 8b) is inflated with zlib's inflate() (members one after another,
+// as gzip concatenates them), anything else read as is. inflate() rather than zlib's gz* API:
+// gzread ignores bytes after the last member that are not one (trailing garbage), and reports a
+// corrupt stream without saying where in the decompressed data it was found.
 #include "distsampler/loader/idx.h"
 
 #include <zlib.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdio>
 #include <cstring>
-#include <limits>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "file.h"
 #include "integers.h"
 
 namespace distsampler {
 namespace {
-
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose(f); }
-};
-using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
 bool host_is_little_endian() {
   const uint16_t one = 1;
@@ -38,16 +34,24 @@ void to_native(unsigned char* data, uint64_t count, size_t width) {
   for (uint64_t i = 0; i < count; ++i) std::reverse(data + i * width, data + (i + 1) * width);
 }
 
+// The bytes of an IDX file, decompressed when it is gzip. Offsets are in that byte stream.
 class Reader {
  public:
-  explicit Reader(std::string path) : path_(std::move(path)) {
-    file_.reset(gzopen(path_.c_str(), "rb"));
-    if (!file_) throw std::runtime_error("file '" + path_ + "': cannot open");
-    gzbuffer(file_.get(), 1 << 18);
+  explicit Reader(std::string path) : file_(std::move(path)), in_(size_t{1} << 18) {
+    ensure_input(2);
+    gzip_ = z_.avail_in >= 2 && z_.next_in[0] == 0x1f && z_.next_in[1] == 0x8b;
+    if (gzip_ && inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) {
+      throw std::runtime_error("file '" + file_.path() + "': cannot start zlib: " +
+                               (z_.msg != nullptr ? z_.msg : "out of memory"));
+    }
   }
+  ~Reader() {
+    if (gzip_) inflateEnd(&z_);
+  }
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
   uint64_t offset() const { return offset_; }
-  const std::string& path() const { return path_; }
 
   // Reads exactly n bytes of `what`; throws FormatError at the offset where the data ran out.
   void read(void* out, uint64_t n, const std::string& what) {
@@ -61,17 +65,15 @@ class Reader {
     read_into(nullptr, out, n, what);
   }
 
-  // Throws FormatError when anything follows the data.
+  // Throws FormatError when anything follows the data: more bytes, or, after the last gzip
+  // member, bytes that are not one. Checks the last member's CRC and length on the way.
   void expect_end() {
     unsigned char extra;
-    const int r = gzread(file_.get(), &extra, 1);
-    if (r < 0) stream_error(offset_);
-    if (r > 0) {
-      throw FormatError(path_, offset_,
+    if (produce(&extra, 1, offset_) > 0) {
+      throw FormatError(file_.path(), offset_,
                         "trailing bytes after the data; the header's dimensions say the " +
                             stream_kind() + " ends here");
     }
-    stream_error_if_any(offset_);
   }
 
  private:
@@ -88,38 +90,90 @@ class Reader {
         p = grow->data();
       }
       const uint64_t end = grow != nullptr ? grow->size() : n;
-      const unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(end - got, 1u << 30));
-      const int r = gzread(file_.get(), p + got, chunk);
-      if (r < 0) stream_error(start + got);
-      if (r == 0) {
-        stream_error_if_any(start + got);
+      const uint64_t r = produce(p + got, end - got, start + got);
+      got += r;
+      if (got < end) {
         offset_ = start + got;
-        throw FormatError(path_, offset_,
+        throw FormatError(file_.path(), offset_,
                           "truncated: " + what + " needs " + std::to_string(n) +
                               " bytes from offset " + std::to_string(start) + ", the " +
                               stream_kind() + " ends after " + std::to_string(got));
       }
-      got += static_cast<uint64_t>(r);
     }
     offset_ = start + n;
   }
 
-  std::string stream_kind() const { return gzdirect(file_.get()) ? "file" : "decompressed stream"; }
-  void stream_error_if_any(uint64_t at) {
-    int code = Z_OK;
-    gzerror(file_.get(), &code);
-    if (code != Z_OK && code != Z_STREAM_END) stream_error(at);
-  }
-  [[noreturn]] void stream_error(uint64_t at) {
-    int code = Z_OK;
-    const char* message = gzerror(file_.get(), &code);
-    throw FormatError(path_, at,
-                      std::string("corrupt gzip stream (offset in the decompressed data): ") +
-                          (message != nullptr ? message : "unknown zlib error"));
+  // Up to n bytes of the stream to p, whose first byte is at `at` in the stream; fewer only where
+  // the stream ends. Throws FormatError at the offset where a gzip stream turns out corrupt.
+  uint64_t produce(unsigned char* p, uint64_t n, uint64_t at) {
+    uint64_t got = 0;
+    while (got < n) {
+      if (!gzip_) {
+        if (!ensure_input(1)) break;
+        const uint64_t k = std::min<uint64_t>(z_.avail_in, n - got);
+        std::memcpy(p + got, z_.next_in, k);
+        z_.next_in += k;
+        z_.avail_in -= static_cast<uInt>(k);
+        got += k;
+        continue;
+      }
+      if (member_ended_) {
+        if (!ensure_input(1)) break;  // the end of the file: the end of the stream
+        if (!ensure_input(2) || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b) {
+          throw FormatError(file_.path(), at + got,
+                            "trailing bytes after the gzip stream: file offset " +
+                                std::to_string(file_offset()) +
+                                " is neither the end of the file nor another gzip member");
+        }
+        if (inflateReset(&z_) != Z_OK) corrupt(at + got);
+        member_ended_ = false;
+      }
+      if (!ensure_input(1)) {
+        throw FormatError(file_.path(), at + got,
+                          "corrupt gzip stream (offset in the decompressed data): the file ends "
+                          "inside it (truncated)");
+      }
+      z_.next_out = p + got;
+      z_.avail_out = static_cast<uInt>(std::min<uint64_t>(n - got, uint64_t{1} << 30));
+      const uInt before = z_.avail_out;
+      const int r = inflate(&z_, Z_NO_FLUSH);
+      got += before - z_.avail_out;
+      if (r == Z_STREAM_END) {
+        member_ended_ = true;
+      } else if (r != Z_OK && r != Z_BUF_ERROR) {
+        corrupt(at + got);  // CRC and length errors too, found at the member's end
+      }
+    }
+    return got;
   }
 
-  std::string path_;
-  GzFile file_;
+  [[noreturn]] void corrupt(uint64_t at) const {
+    throw FormatError(file_.path(), at,
+                      std::string("corrupt gzip stream (offset in the decompressed data): ") +
+                          (z_.msg != nullptr ? z_.msg : "unknown zlib error"));
+  }
+
+  // At least k (<= 2) unread input bytes, reading more of the file when fewer are buffered;
+  // false when the file ends first.
+  bool ensure_input(uInt k) {
+    if (z_.avail_in >= k) return true;
+    if (z_.avail_in > 0) std::memmove(in_.data(), z_.next_in, z_.avail_in);  // 1 byte
+    const uint64_t got =
+        file_.read_at(in_.data() + z_.avail_in, in_.size() - z_.avail_in, read_at_);
+    read_at_ += got;
+    z_.next_in = in_.data();
+    z_.avail_in += static_cast<uInt>(got);
+    return z_.avail_in >= k;
+  }
+  uint64_t file_offset() const { return read_at_ - z_.avail_in; }
+  std::string stream_kind() const { return gzip_ ? "decompressed stream" : "file"; }
+
+  detail::ReadOnlyFile file_;
+  std::vector<unsigned char> in_;
+  z_stream z_{};          // next_in/avail_in: the unread input, in both modes
+  uint64_t read_at_ = 0;  // the file offset after the input read so far
+  bool gzip_ = false;
+  bool member_ended_ = false;
   uint64_t offset_ = 0;
 };
 
@@ -159,19 +213,23 @@ IdxArray read_idx(const std::string& path) {
   IdxArray array;
   array.dtype = idx_dtype(magic[2], path);
   if (magic[3] == 0) throw FormatError(path, 3, "0 dimensions; allowed: 1 to 255");
-  uint64_t elements = 1;
+  const size_t width = dtype_size(array.dtype);
+  uint64_t elements = 1;  // cannot wrap: the non-zero dimensions are bounded, or it is 0
   for (unsigned d = 0; d < magic[3]; ++d) {
     unsigned char be[4];
     in.read(be, 4, "dimension " + std::to_string(d));
     const uint64_t dim = (uint64_t{be[0]} << 24) | (uint64_t{be[1]} << 16) |
                          (uint64_t{be[2]} << 8) | uint64_t{be[3]};
-    if (dim != 0 && elements > std::numeric_limits<uint64_t>::max() / 16 / dim) {
-      throw FormatError(path, in.offset() - 4, "dimensions overflow 64 bits");
+    array.dims.push_back(dim);
+    if (detail::first_oversized_dimension(array.dims, width) == d) {
+      throw FormatError(path, in.offset() - 4,
+                        "dimension " + std::to_string(d) + " = " + std::to_string(dim) +
+                            " is too large: " + std::string(to_string(array.dtype)) +
+                            " elements times the non-zero dimensions up to it exceed 2^63 - 1 "
+                            "bytes");
     }
     elements *= dim;
-    array.dims.push_back(dim);
   }
-  const size_t width = dtype_size(array.dtype);
   in.read_growing(&array.data, elements * width, "the data");
   in.expect_end();
   to_native(array.data.data(), elements, width);

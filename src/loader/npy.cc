@@ -5,11 +5,9 @@
 // reports the offset of the first byte it cannot accept.
 #include "distsampler/loader/npy.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -17,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "file.h"
 #include "integers.h"
 
 namespace distsampler {
@@ -27,7 +26,8 @@ class HeaderParser {
   HeaderParser(const std::string& path, const char* text, uint64_t length, uint64_t base)
       : path_(path), text_(text), length_(length), base_(base) {}
 
-  void parse(DType* dtype, std::vector<uint64_t>* shape) {
+  // Fills the dtype, the shape and the offset of each dimension's first digit in the file.
+  void parse(DType* dtype, std::vector<uint64_t>* shape, std::vector<uint64_t>* dim_offsets) {
     bool have_descr = false, have_order = false, have_shape = false;
     skip_spaces();
     expect('{');
@@ -49,7 +49,7 @@ class HeaderParser {
         if (!word("False")) fail(value_at, "fortran_order must be True or False");
       } else if (key == "shape") {
         once(&have_shape, key, key_at);
-        *shape = tuple();
+        *shape = tuple(dim_offsets);
       } else {
         fail(key_at, "unknown key '" + key + "'; allowed: 'descr', 'fortran_order', 'shape'");
       }
@@ -115,8 +115,9 @@ class HeaderParser {
     if (d == "<f8") return DType::kFloat64;
     fail(value_at, "descr '" + d + "'; allowed: '|u1', '|i1', '<i2', '<i4', '<i8', '<f4', '<f8'");
   }
-  std::vector<uint64_t> tuple() {
+  std::vector<uint64_t> tuple(std::vector<uint64_t>* offsets) {
     std::vector<uint64_t> dims;
+    offsets->clear();
     expect('(');
     skip_spaces();
     bool comma_after_last = false;
@@ -132,6 +133,7 @@ class HeaderParser {
       }
       if (pos_ == start) fail(pos_, "expected a dimension (a non-negative integer)");
       dims.push_back(v);
+      offsets->push_back(base_ + start);
       skip_spaces();
       comma_after_last = at(',');
       if (comma_after_last) {
@@ -153,7 +155,91 @@ class HeaderParser {
   uint64_t pos_ = 0;
 };
 
-std::string errno_text() { return std::strerror(errno); }
+// The header fields of a .npy file, checked against the file's size.
+struct NpyHeader {
+  std::vector<uint64_t> shape;
+  DType dtype = DType::kUInt8;
+  uint64_t data_offset = 0;
+  uint64_t data_bytes = 0;
+};
+
+// Reads exactly n bytes at offset; a short read means the file shrank since it was measured.
+void read_exact(const detail::ReadOnlyFile& file, void* out, uint64_t n, uint64_t offset) {
+  const uint64_t got = file.read_at(out, n, offset);
+  if (got < n) {
+    throw FormatError(file.path(), offset + got,
+                      "the file shrank while it was being opened: " + std::to_string(n) +
+                          " bytes from offset " + std::to_string(offset) + " were expected");
+  }
+}
+
+// Reads and checks the magic, version, header and length of `file`, `file_size` bytes long.
+NpyHeader read_header(const detail::ReadOnlyFile& file, uint64_t file_size) {
+  const std::string& path = file.path();
+  static const unsigned char kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (file_size < 8) {
+    throw FormatError(path, file_size,
+                      "truncated: a .npy file starts with 8 bytes of magic and version, the "
+                      "file has " +
+                          std::to_string(file_size));
+  }
+  unsigned char prefix[12];
+  read_exact(file, prefix, std::min<uint64_t>(file_size, sizeof prefix), 0);
+  if (std::memcmp(prefix, kMagic, 6) != 0) {
+    throw FormatError(path, 0, "bad magic: expected \"\\x93NUMPY\" (not a .npy file)");
+  }
+  const unsigned major = prefix[6], minor = prefix[7];
+  if (major < 1 || major > 3 || minor != 0) {
+    throw FormatError(path, 6,
+                      "format version " + std::to_string(major) + "." + std::to_string(minor) +
+                          "; allowed: 1.0, 2.0, 3.0");
+  }
+  const uint64_t len_bytes = major == 1 ? 2 : 4;
+  if (file_size < 8 + len_bytes) {
+    throw FormatError(path, file_size, "truncated inside the header length");
+  }
+  uint64_t header_len = 0;
+  for (uint64_t b = 0; b < len_bytes; ++b) header_len |= uint64_t{prefix[8 + b]} << (8 * b);
+  const uint64_t header_at = 8 + len_bytes;
+  if (header_len > file_size - header_at) {
+    throw FormatError(path, file_size,
+                      "truncated: the header needs " + std::to_string(header_len) +
+                          " bytes from offset " + std::to_string(header_at) + ", the file ends " +
+                          "after " + std::to_string(file_size - header_at));
+  }
+  std::string text(header_len, '\0');
+  read_exact(file, text.data(), header_len, header_at);
+  NpyHeader h;
+  std::vector<uint64_t> dim_offsets;
+  HeaderParser(path, text.data(), header_len, header_at).parse(&h.dtype, &h.shape, &dim_offsets);
+  h.data_offset = header_at + header_len;
+  // Every size computed from the shape (a row's bytes, an offset) then fits, also for an empty
+  // array whose zero rows would hide a huge row.
+  const size_t k = detail::first_oversized_dimension(h.shape, dtype_size(h.dtype));
+  if (k < h.shape.size()) {
+    throw FormatError(path, dim_offsets[k],
+                      "shape dimension " + std::to_string(k) + " = " + std::to_string(h.shape[k]) +
+                          " is too large: " + std::string(to_string(h.dtype)) +
+                          " elements times the non-zero dimensions up to it exceed 2^63 - 1 bytes "
+                          "(numpy's limit)");
+  }
+  uint64_t elements = 1;
+  for (uint64_t d : h.shape) elements *= d;  // cannot wrap: bounded above, or 0
+  h.data_bytes = elements * dtype_size(h.dtype);
+  const uint64_t have = file_size - h.data_offset;
+  if (have < h.data_bytes) {
+    throw FormatError(path, file_size,
+                      "truncated: the data needs " + std::to_string(h.data_bytes) +
+                          " bytes from offset " + std::to_string(h.data_offset) +
+                          ", the file ends after " + std::to_string(have));
+  }
+  if (have > h.data_bytes) {
+    throw FormatError(
+        path, h.data_offset + h.data_bytes,
+        std::to_string(have - h.data_bytes) + " trailing bytes after the data the shape describes");
+  }
+  return h;
+}
 
 }  // namespace
 
@@ -164,84 +250,19 @@ NpyArray::NpyArray(const std::string& path) : path_(path) {
   std::memcpy(&little, &one, 1);
   if (little != 1) throw std::runtime_error("NpyArray: big-endian hosts are not supported");
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("file '" + path + "': cannot open: " + errno_text());
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const std::string e = errno_text();
-    ::close(fd);
-    throw std::runtime_error("file '" + path + "': cannot stat: " + e);
+  const detail::ReadOnlyFile file(path);
+  const uint64_t file_size = file.size();
+  NpyHeader h = read_header(file, file_size);
+  void* m = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  if (m == MAP_FAILED) {
+    throw std::runtime_error("file '" + path + "': cannot map: " + std::strerror(errno));
   }
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size > 0) {
-    void* m = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      const std::string e = errno_text();
-      ::close(fd);
-      throw std::runtime_error("file '" + path + "': cannot map: " + e);
-    }
-    base_ = static_cast<const unsigned char*>(m);
-    mapped_bytes_ = file_size;
-  }
-  ::close(fd);  // the mapping keeps the file
-
-  try {
-    static const unsigned char kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-    if (file_size < 8) {
-      throw FormatError(path, file_size,
-                        "truncated: a .npy file starts with 8 bytes of magic and version, the "
-                        "file has " +
-                            std::to_string(file_size));
-    }
-    if (std::memcmp(base_, kMagic, 6) != 0) {
-      throw FormatError(path, 0, "bad magic: expected \"\\x93NUMPY\" (not a .npy file)");
-    }
-    const unsigned major = base_[6], minor = base_[7];
-    if (major < 1 || major > 3 || minor != 0) {
-      throw FormatError(path, 6,
-                        "format version " + std::to_string(major) + "." + std::to_string(minor) +
-                            "; allowed: 1.0, 2.0, 3.0");
-    }
-    const uint64_t len_bytes = major == 1 ? 2 : 4;
-    if (file_size < 8 + len_bytes) {
-      throw FormatError(path, file_size, "truncated inside the header length");
-    }
-    uint64_t header_len = 0;
-    for (uint64_t b = 0; b < len_bytes; ++b) header_len |= uint64_t{base_[8 + b]} << (8 * b);
-    const uint64_t header_at = 8 + len_bytes;
-    if (header_len > file_size - header_at) {
-      throw FormatError(path, file_size,
-                        "truncated: the header needs " + std::to_string(header_len) +
-                            " bytes from offset " + std::to_string(header_at) + ", the file ends " +
-                            "after " + std::to_string(file_size - header_at));
-    }
-    HeaderParser(path, reinterpret_cast<const char*>(base_ + header_at), header_len, header_at)
-        .parse(&dtype_, &shape_);
-    data_offset_ = header_at + header_len;
-    uint64_t elements = 1;
-    for (uint64_t d : shape_) {
-      if (d != 0 && elements > std::numeric_limits<uint64_t>::max() / 16 / d) {
-        throw FormatError(path, header_at, "the shape's element count overflows 64 bits");
-      }
-      elements *= d;
-    }
-    data_bytes_ = elements * dtype_size(dtype_);
-    const uint64_t have = file_size - data_offset_;
-    if (have < data_bytes_) {
-      throw FormatError(path, file_size,
-                        "truncated: the data needs " + std::to_string(data_bytes_) +
-                            " bytes from offset " + std::to_string(data_offset_) +
-                            ", the file ends after " + std::to_string(have));
-    }
-    if (have > data_bytes_) {
-      throw FormatError(path, data_offset_ + data_bytes_,
-                        std::to_string(have - data_bytes_) +
-                            " trailing bytes after the data the shape describes");
-    }
-  } catch (...) {
-    unmap();
-    throw;
-  }
+  base_ = static_cast<const unsigned char*>(m);
+  mapped_bytes_ = file_size;  // the mapping keeps the file once the descriptor is closed
+  shape_ = std::move(h.shape);
+  dtype_ = h.dtype;
+  data_offset_ = h.data_offset;
+  data_bytes_ = h.data_bytes;
 }
 
 NpyArray::~NpyArray() { unmap(); }
@@ -277,33 +298,39 @@ void NpyArray::unmap() {
 
 namespace {
 
+// The labels of a 1-D integer .npy, `expected` of them, read into memory.
 std::vector<int64_t> load_labels(const std::string& path, uint64_t expected) {
-  const NpyArray a(path);
-  const DType t = a.dtype();
-  if (a.shape().size() != 1 || !detail::is_integer(t)) {
-    throw std::invalid_argument("labels_path: '" + path + "' holds a " +
-                                std::to_string(a.shape().size()) + "-D " +
-                                std::string(to_string(t)) + " array; allowed: a 1-D integer array");
+  const detail::ReadOnlyFile file(path);
+  const NpyHeader h = read_header(file, file.size());
+  if (h.shape.size() != 1 || !detail::is_integer(h.dtype)) {
+    throw std::invalid_argument(
+        "labels_path: '" + path + "' holds a " + std::to_string(h.shape.size()) + "-D " +
+        std::string(to_string(h.dtype)) + " array; allowed: a 1-D integer array");
   }
-  if (a.shape()[0] != expected) {
-    throw std::invalid_argument("labels_path: '" + path + "' has " + std::to_string(a.shape()[0]) +
+  if (h.shape[0] != expected) {
+    throw std::invalid_argument("labels_path: '" + path + "' has " + std::to_string(h.shape[0]) +
                                 " labels; allowed: one per row, " + std::to_string(expected));
   }
-  return detail::widen_integers(a.data(), t, expected);
+  std::vector<unsigned char> data(h.data_bytes);
+  read_exact(file, data.data(), h.data_bytes, h.data_offset);
+  return detail::widen_integers(data.data(), h.dtype, expected);
 }
 
 }  // namespace
 
 NpyDataset::NpyDataset(const std::string& path, const std::string& labels_path)
-    : array_(path), size_(0), sample_bytes_(0) {
-  if (array_.shape().empty()) {
+    : file_(std::make_shared<const detail::ReadOnlyFile>(path)) {
+  file_size_ = file_->size();
+  const NpyHeader h = read_header(*file_, file_size_);
+  if (h.shape.empty()) {
     throw std::invalid_argument("path: '" + path +
                                 "' holds a 0-D array; allowed: at least 1 dimension (the rows)");
   }
-  spec_.shape.assign(array_.shape().begin() + 1, array_.shape().end());
-  spec_.dtype = array_.dtype();
-  size_ = array_.shape()[0];
-  sample_bytes_ = spec_.bytes();
+  data_offset_ = h.data_offset;
+  spec_.shape.assign(h.shape.begin() + 1, h.shape.end());
+  spec_.dtype = h.dtype;
+  size_ = h.shape[0];
+  sample_bytes_ = spec_.bytes();  // cannot wrap: read_header bounds the non-zero dimensions
   if (sample_bytes_ == 0) {
     throw std::invalid_argument("path: '" + path +
                                 "' has rows of 0 bytes; allowed: non-zero dimensions");
@@ -311,10 +338,44 @@ NpyDataset::NpyDataset(const std::string& path, const std::string& labels_path)
   if (!labels_path.empty()) labels_ = load_labels(labels_path, size_);
 }
 
+void NpyDataset::check_unchanged() const {
+  const uint64_t now = file_->size();
+  if (now != file_size_) {
+    throw FormatError(file_->path(), std::min(now, file_size_),
+                      "the file changed size while open: " + std::to_string(file_size_) +
+                          " bytes when opened, " + std::to_string(now) + " now");
+  }
+}
+
+void NpyDataset::read_row(uint64_t i, void* out) const {
+  const uint64_t offset = data_offset_ + i * sample_bytes_;
+  const uint64_t got = file_->read_at(out, sample_bytes_, offset);
+  if (got < sample_bytes_) {
+    throw FormatError(file_->path(), offset + got,
+                      "the file shrank while open: row " + std::to_string(i) + " needs bytes " +
+                          std::to_string(offset) + " to " + std::to_string(offset + sample_bytes_) +
+                          ", the file now ends at " + std::to_string(offset + got) + " (" +
+                          std::to_string(file_size_) + " bytes when opened)");
+  }
+}
+
 void NpyDataset::read(uint64_t i, void* out) const {
-  copy_row(array_.data(), sample_bytes_, i, out);
+  check_index(i);
+  check_unchanged();
+  read_row(i, out);
 }
 
 int64_t NpyDataset::label(uint64_t i) const { return label_at(labels_, i); }
+
+void NpyDataset::read_batch(const uint64_t* indices, uint64_t count, void* out,
+                            int64_t* labels) const {
+  for (uint64_t j = 0; j < count; ++j) check_index(indices[j]);
+  check_unchanged();
+  auto* dst = static_cast<unsigned char*>(out);
+  for (uint64_t j = 0; j < count; ++j) read_row(indices[j], dst + j * sample_bytes_);
+  if (!labels_.empty()) {
+    for (uint64_t j = 0; j < count; ++j) labels[j] = labels_[indices[j]];
+  }
+}
 
 }  // namespace distsampler

@@ -1,7 +1,12 @@
 #include "cli.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -219,6 +224,47 @@ TEST(Cli, VersionIsTheLibrarysVersion) {
   const Result extra = run({"--version", "--size", "3"});
   EXPECT_EQ(extra.code, 2);
   EXPECT_EQ(extra.out, "");
+}
+
+// Runs the CLI with its output on file descriptor fd, as main() does.
+Result run_to_fd(int fd, const std::vector<std::string>& args) {
+  cli::FdStreamBuf buf(fd);
+  std::ostream out(&buf);
+  std::ostringstream err;
+  const int code = cli::run(args, out, err);
+  return {code, "", err.str()};
+}
+
+// A failed write is one line on stderr naming the cause and exit 3, for every command that prints:
+// a full disk (ENOSPC), and a reader that left with SIGPIPE ignored (EPIPE).
+TEST(Cli, AFailedWriteIsOneLineNamingTheCause) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"indices", "--size", "100", "--world-size", "1", "--rank", "0"},
+      {"indices", "--order", "feistel", "--size", "10000000", "--world-size", "1", "--rank", "0"},
+      {"audit", "--size", "100", "--world-size", "2"},
+      {"demo"},
+      {"--version"},
+      {"help"}};
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(full, 0);
+  for (const auto& args : commands) {
+    const Result r = run_to_fd(full, args);
+    EXPECT_EQ(r.code, cli::kExitOutput) << args[0];
+    EXPECT_EQ(r.err, "distsampler " + args[0] +
+                         ": cannot write the output: " + std::strerror(ENOSPC) + "\n");
+  }
+  ::close(full);
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  const auto previous = std::signal(SIGPIPE, SIG_IGN);
+  const Result r = run_to_fd(fds[1], commands[1]);
+  std::signal(SIGPIPE, previous);
+  ::close(fds[1]);
+  EXPECT_EQ(r.code, cli::kExitOutput);
+  EXPECT_EQ(r.err, "distsampler indices: cannot write the output: " +
+                       std::string(std::strerror(EPIPE)) + "\n");
 }
 
 TEST(Cli, DemoShowsTheRepeatedOrderAndTheFix) {

@@ -114,6 +114,18 @@ TEST(DataLoader, EmptyViewAndValidation) {
   EXPECT_THROW(DataLoader(nullptr, sampler.epoch(0), {}), std::invalid_argument);
   EXPECT_THROW(DataLoader(ds, sampler.epoch(0), {0, false, 1, 1}), std::invalid_argument);
   EXPECT_THROW(DataLoader(ds, sampler.epoch(0), {1, false, 1, 0}), std::invalid_argument);
+  // prefetch is at most 2^16 (kMaxPrefetch): UINT_MAX was std::bad_alloc.
+  for (unsigned prefetch : {65537u, 4294967295u}) {
+    try {
+      DataLoader(ds, sampler.epoch(0), {1, false, 1, prefetch});
+      FAIL() << "no throw";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), "prefetch = " + std::to_string(prefetch) +
+                                           " is out of range; allowed: 1 <= prefetch <= 65536");
+    }
+  }
+  DataLoader deepest(ds, sampler.epoch(0), {1, false, 1, 65536});
+  EXPECT_EQ(deepest.num_batches(), 10u);
   try {
     DataLoader(make_dataset(11), sampler.epoch(0), {});
     FAIL() << "no throw";

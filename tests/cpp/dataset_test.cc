@@ -59,6 +59,16 @@ TEST(InMemoryDataset, RejectsBadInput) {
                std::invalid_argument);
   EXPECT_THROW(InMemoryDataset(SampleSpec{{1}, DType::kUInt8}, std::vector<unsigned char>(2), {1}),
                std::invalid_argument);
+  // A sample of (2^62 + 1) float32 elements is 2^64 + 4 bytes: refused, not wrapped to 4.
+  try {
+    InMemoryDataset(SampleSpec{{2, (uint64_t{1} << 62) + 1}, DType::kFloat32},
+                    std::vector<unsigned char>(4));
+    FAIL() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "spec: shape dimension 1 = 4611686018427387905 is too large; allowed: float32 "
+                 "elements times the dimensions at most 2^63 - 1 bytes");
+  }
   const InMemoryDataset ds(SampleSpec{{1}, DType::kUInt8}, std::vector<unsigned char>(2));
   unsigned char b;
   try {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -148,6 +149,95 @@ TEST(Idx, CorruptGzipStream) {
   for (size_t i = 20; i < 40 && i < flipped.size(); ++i) flipped[i] ^= 0x5A;
   const std::string bad = dir.write("bad.gz", flipped);
   EXPECT_THROW(read_idx(bad), FormatError);
+}
+
+// A corrupt CRC or length in the gzip trailer is found where the data ends (20008 bytes in), not
+// at offset 0 (where zlib's gzread reported it, having inflated everything in its first read).
+TEST(Idx, GzipTrailerErrorsAtTheirOffset) {
+  const TempDir dir;
+  Bytes payload(20000);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<unsigned char>(i * i >> 3);
+  const Bytes gz =
+      testing_util::read_all(dir.write_gz("full.gz", idx_bytes(0x08, {20000}, payload)));
+  Bytes bad_crc = gz;
+  bad_crc[gz.size() - 8] ^= 1;
+  const std::string p1 = dir.write("crc.gz", bad_crc);
+  expect_format_error([&] { read_idx(p1); }, p1, 20008, "incorrect data check");
+  Bytes bad_length = gz;
+  bad_length[gz.size() - 1] ^= 1;
+  const std::string p2 = dir.write("length.gz", bad_length);
+  expect_format_error([&] { read_idx(p2); }, p2, 20008, "incorrect length check");
+}
+
+// Bytes after the gzip stream are refused, as trailing bytes of a raw file are (zlib's gzread
+// ignored them); another gzip member is not garbage: members concatenate, as gzip defines.
+TEST(Idx, GzipTrailingGarbageIsRefusedAndMembersConcatenate) {
+  const TempDir dir;
+  const Bytes file = idx_bytes(0x08, {4, 3}, Bytes(12, 9));
+  const Bytes gz = testing_util::read_all(dir.write_gz("a.gz", file));
+  for (const Bytes& garbage : {Bytes{0}, Bytes{'x', 'y', 'z'}, Bytes{0x1f}, Bytes(1000, 0)}) {
+    Bytes bad = gz;
+    bad.insert(bad.end(), garbage.begin(), garbage.end());
+    const std::string p = dir.write("garbage.gz", bad);
+    expect_format_error(
+        [&] { read_idx(p); }, p, 24,
+        "trailing bytes after the gzip stream: file offset " + std::to_string(gz.size()));
+  }
+  const Bytes head =
+      testing_util::read_all(dir.write_gz("head.gz", Bytes(file.begin(), file.begin() + 10)));
+  Bytes two = head;
+  const Bytes tail =
+      testing_util::read_all(dir.write_gz("tail.gz", Bytes(file.begin() + 10, file.end())));
+  two.insert(two.end(), tail.begin(), tail.end());
+  const IdxArray a = read_idx(dir.write("two.gz", two));
+  EXPECT_EQ(a.dims, (std::vector<uint64_t>{4, 3}));
+  EXPECT_EQ(a.data, Bytes(12, 9));
+}
+
+// A FIFO, a directory or a device: an error naming the path, without waiting for a writer on the
+// FIFO. Open failures carry the errno text.
+TEST(Idx, OnlyRegularFilesAreOpened) {
+  const TempDir dir;
+  const std::string good = dir.write("l.idx", idx_bytes(0x08, {2}, {1, 2}));
+  for (const auto& bad : testing_util::not_regular_files(dir)) {
+    SCOPED_TRACE(bad.path);
+    const auto check = [&](auto f) {
+      if (bad.fifo) {
+        testing_util::expect_fifo_refused(f, bad.path, bad.text);
+      } else {
+        testing_util::expect_runtime_error(f, bad.path, bad.text);
+      }
+    };
+    check([&] { read_idx(bad.path); });
+    check([&] { load_idx_dataset(bad.path); });
+    check([&] { load_idx_dataset(good, bad.path); });
+  }
+  const std::string missing = dir.file("missing.idx.gz");
+  testing_util::expect_runtime_error([&] { read_idx(missing); }, missing,
+                                     std::string("cannot open: ") + std::strerror(ENOENT));
+  const std::string under_file = good + "/x.idx";
+  testing_util::expect_runtime_error([&] { read_idx(under_file); }, under_file,
+                                     std::string("cannot open: ") + std::strerror(ENOTDIR));
+}
+
+// Zero items hide no overflow: dimensions [0, 2^32 - 1, 2^32 - 1, 2^32 - 1] made a sample of
+// (2^32 - 1)^3 bytes, wrapped. The element size times the non-zero dimensions must fit in
+// 2^63 - 1 bytes; the error names the dimension where it stops fitting, at its offset.
+TEST(Idx, DimensionsWhoseSizeOverflowsAreRefused) {
+  const TempDir dir;
+  const std::string p =
+      dir.write("o.idx", idx_bytes(0x08, {0, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {}));
+  expect_format_error([&] { read_idx(p); }, p, 12, "dimension 2 = 4294967295 is too large");
+  const std::string gz =
+      dir.write_gz("o.idx.gz", idx_bytes(0x0E, {0xFFFFFFFFu, 0, 0x10000000u, 0x10}, {}));
+  expect_format_error([&] { read_idx(gz); }, gz, 16, "dimension 3 = 16 is too large: float64");
+  // At the limit: 8-byte elements times 2^31 * 2^29 = 2^63 bytes do not fit, 2^62 do.
+  const std::string fits =
+      dir.write("fits.idx", idx_bytes(0x0E, {0, 0x80000000u, 0x10000000u}, {}));
+  EXPECT_EQ(read_idx(fits).dims, (std::vector<uint64_t>{0, 0x80000000u, 0x10000000u}));
+  const std::string over =
+      dir.write("over.idx", idx_bytes(0x0E, {0, 0x80000000u, 0x20000000u}, {}));
+  expect_format_error([&] { read_idx(over); }, over, 12, "dimension 2 = 536870912 is too large");
 }
 
 #ifndef DISTSAMPLER_FASHION_MNIST_DIR

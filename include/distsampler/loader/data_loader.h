@@ -17,14 +17,19 @@
 
 namespace distsampler {
 
+// The deepest prefetch a DataLoader accepts: the slots are allocated up front, and a depth beyond
+// this buys no throughput, only memory.
+inline constexpr unsigned kMaxPrefetch = 1u << 16;
+
 // PyTorch's DataLoader knobs, by their PyTorch names where there is one.
 struct LoaderOptions {
   uint64_t batch_size = 1;  // >= 1
   bool drop_last = false;   // drop the last batch when it is short
   // Worker threads (num_workers). 0 reads each batch in the calling thread inside next().
   unsigned threads = 0;
-  // Batches read ahead of the consumer (prefetch depth), >= 1. At most `prefetch` batch buffers
-  // exist besides the one the consumer holds, whatever the number of threads.
+  // Batches read ahead of the consumer (prefetch depth), 1 <= prefetch <= kMaxPrefetch. At most
+  // `prefetch` batch buffers exist besides the one the consumer holds, whatever the number of
+  // threads.
   unsigned prefetch = 2;
 };
 
@@ -69,8 +74,8 @@ class SampleReadError : public std::runtime_error {
 //   for (Batch batch; loader.next(batch);) train(batch);
 class DataLoader {
  public:
-  // Throws std::invalid_argument for a null dataset, batch_size 0, prefetch 0, or a view whose
-  // dataset size differs from dataset->size().
+  // Throws std::invalid_argument for a null dataset, batch_size 0, prefetch outside
+  // [1, kMaxPrefetch], or a view whose dataset size differs from dataset->size().
   DataLoader(std::shared_ptr<const Dataset> dataset, RankView view, LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;

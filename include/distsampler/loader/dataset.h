@@ -70,8 +70,9 @@ class Dataset {
 // Samples held in one contiguous buffer: sample i is bytes [i * spec.bytes(), (i + 1) * ...).
 class InMemoryDataset : public Dataset {
  public:
-  // Throws std::invalid_argument when data.size() is not a multiple of spec.bytes() (or
-  // spec.bytes() is 0), or when labels is neither empty nor one label per sample.
+  // Throws std::invalid_argument when spec.bytes() is 0 or its product overflows (more than
+  // 2^63 - 1 bytes), data.size() is not a multiple of it, or labels is neither empty nor one label
+  // per sample.
   InMemoryDataset(SampleSpec spec, std::vector<unsigned char> data,
                   std::vector<int64_t> labels = {});
 

@@ -20,9 +20,14 @@ struct IdxArray {
 // Reads an IDX file, gzip-compressed (detected by its magic bytes) or not. The format: bytes
 // 0-1 zero, byte 2 the element type (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32,
 // 0x0E float64), byte 3 the number of dimensions (>= 1), then each dimension as a big-endian
-// uint32, then the elements, big-endian, nothing after them. Throws FormatError naming the file
-// and the offset (in the decompressed stream) of a bad header, truncated data, trailing bytes or a
-// corrupt gzip stream; std::runtime_error when the file cannot be opened.
+// uint32 (the element size times the non-zero dimensions at most 2^63 - 1 bytes), then the
+// elements, big-endian, nothing after them; a gzip file may hold several members (concatenated)
+// and nothing after the last. Throws FormatError naming the file and the offset (in the
+// decompressed stream) of a bad header, an oversized dimension, truncated data, trailing bytes,
+// bytes after the gzip stream, or a corrupt gzip stream (a bad CRC or length at the offset where
+// its member's data ends); std::runtime_error naming the file when it cannot be opened or read
+// (with the errno text) or is not a regular file (a FIFO, directory or device; a FIFO does not
+// block).
 IdxArray read_idx(const std::string& path);
 
 // The images of `images_path` (one sample per item, shape dims[1:]) with the labels of

@@ -1,0 +1,43 @@
+// file.h: a dataset file opened for reading: regular files only, read with pread, every error
+// naming the file and the errno text.
+#ifndef DISTSAMPLER_SRC_LOADER_FILE_H_
+#define DISTSAMPLER_SRC_LOADER_FILE_H_
+
+#include <cstdint>
+#include <string>
+
+namespace distsampler {
+namespace detail {
+
+// A read-only file descriptor, closed on destruction. Reads with pread, so several threads may
+// read one file at once, and a file that shrinks under a reader gives a short read (an error the
+// caller reports) where a memory map would give SIGBUS.
+class ReadOnlyFile {
+ public:
+  // Opens `path`. Throws std::runtime_error naming the path and the errno text ("file 'x.npy':
+  // cannot open: Permission denied"), or what the path is when it is not a regular file (a FIFO,
+  // directory, device or socket), without blocking on a FIFO.
+  explicit ReadOnlyFile(std::string path);
+  ~ReadOnlyFile();
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  // The file's size now (fstat).
+  uint64_t size() const;
+  // Reads n bytes at `offset` into out; returns how many it read, fewer than n only where the
+  // file ends. Throws std::runtime_error naming the file and the errno text when a read fails.
+  uint64_t read_at(void* out, uint64_t n, uint64_t offset) const;
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const;
+
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace detail
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_SRC_LOADER_FILE_H_
