@@ -185,7 +185,13 @@ SamplerOptions parse_order_flags(Flags& flags) {
   options.size = flags.take_required_u64("--size");
   options.seed = Seed::parse(flags.take_string("--seed", "0"), "--seed");
   options.order = parse_order_kind(flags.take_string("--order", "torch"), "--order");
+  const bool randperm_given = flags.has("--randperm");
   const std::string randperm = flags.take_string("--randperm", "current");
+  if (randperm_given && options.order != OrderKind::kTorch) {
+    throw UsageError("--randperm = '" + randperm + "' with --order " +
+                     std::string(to_string(options.order)) +
+                     "; allowed: --randperm with the torch order only");
+  }
   if (randperm == "current") {
     options.randperm = RandpermVariant::kCurrent;
   } else if (randperm == "classic") {

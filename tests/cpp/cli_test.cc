@@ -141,6 +141,9 @@ TEST(Cli, EveryBadInputIsOneLineOnStderrAndExitTwo) {
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--order", "random"},
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--format", "csv"},
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--randperm", "new"},
+      // A variant of the torch order's randperm means nothing to the feistel order (issue 12).
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--order", "feistel",
+       "--randperm", "classic"},
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--start", "6"},
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--start", "2", "--count",
        "4"},
