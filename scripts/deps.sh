@@ -1,8 +1,9 @@
 # Sourced by the other scripts: installs the Debian packages they need when any is missing.
 # Nothing else is downloaded; everything comes from Debian 12's archive.
 
-# Packages for building the library, the CLI and the C++ tests.
-DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev"
+# Packages for building the library, the CLI and the C++ tests (nlohmann-json3-dev: the header-only
+# JSON parser of the checkpoint reader, src/state.cc).
+DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev nlohmann-json3-dev"
 # Packages for the loader layer, the MPI training example and its chart (examples/, scripts/train.sh).
 DISTSAMPLER_LOADER_PACKAGES="zlib1g-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist python3-matplotlib libcli11-dev"
 # Packages the Python tests and the PyTorch oracle need.

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "distsampler/hash.h"
@@ -289,24 +290,44 @@ TEST(State, BadJsonIsRejectedWithTheReason) {
             std::string::npos);
   EXPECT_NE(message_of([&] {
               state_from_json(replaced("\"epoch\": 7", "\"epoch\": 07"));
-            }).find("leading zero"),
+            }).find("JSON is not valid at byte"),
             std::string::npos);
   EXPECT_NE(message_of([&] {
               state_from_json(replaced("\"epoch\": 7", "\"epoch\": 7.0"));
-            }).find("not an unsigned integer"),
+            }).find("epoch = 7.0 is not an integer"),
             std::string::npos);
-  // Strings and numbers are not interchangeable: each of these is not the JSON the writer makes.
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"\"distsampler-state\"", "distsampler-state"},
-           {"\"torch\"", "torch"},
-           {"\"classic\"", "classic"},
-           {"\"seed\": -3", "\"seed\": \"-3\""},
-           {"\"epoch\": 7", "\"epoch\": \"7\""},
-           {"\"shuffle\": true", "\"shuffle\": \"true\""}}) {
-    EXPECT_NE(message_of([&] { state_from_json(replaced(from, to)); }).find("string"),
+  // Strings and numbers are not interchangeable: each of these is not the JSON the writer makes
+  // (an unquoted word is not JSON at all; the message names the key whose value it is).
+  for (const auto& [from, to, text] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"\"distsampler-state\"", "distsampler-state", "(the value of 'format')"},
+           {"\"torch\"", "torch", "(the value of 'order')"},
+           {"\"classic\"", "classic", "(the value of 'randperm')"},
+           {"\"seed\": -3", "\"seed\": \"-3\"", "seed = '-3' is a string"},
+           {"\"epoch\": 7", "\"epoch\": \"7\"", "epoch = '7' is a string"},
+           {"\"shuffle\": true", "\"shuffle\": \"true\"", "shuffle = 'true' is a string"}}) {
+    EXPECT_NE(message_of([&] { state_from_json(replaced(from, to)); }).find(text),
               std::string::npos)
         << to;
   }
+  // What nlohmann::json would accept silently is refused, and every message is one line.
+  for (const auto& [from, to, text] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"\"epoch\": 7", "\"epoch\": 18446744073709551616",
+            "epoch = 18446744073709551616 is out of range"},
+           {"\"seed\": -3", "\"seed\": -9223372036854775809",
+            "seed = -9223372036854775809 is out of range"},
+           {"\"epoch\": 7", "\"epoch\": 7e0", "epoch = 7e0 is not an integer"},
+           {"\"epoch\": 7", "\"epoch\": null", "epoch = null"},
+           {"\"epoch\": 7", "\"epoch\": [7]", "value of 'epoch' is an array"},
+           {"\"epoch\": 7", "\"epoch\": {\"a\": 7}", "value of 'epoch' is an object"},
+           {"\"torch\"", "\"to\\nrch\"", "order = 'to\\u000arch'"}}) {
+    const std::string message = message_of([&] { state_from_json(replaced(from, to)); });
+    EXPECT_NE(message.find(text), std::string::npos) << to << ": " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+  EXPECT_NE(message_of([&] { state_from_json("[" + good + "]"); }).find("is an array"),
+            std::string::npos);
   // Every truncation fails.
   for (size_t len = 0; len < good.size(); ++len) {
     EXPECT_NE(message_of([&] { state_from_json(good.substr(0, len)); }).rfind("state: ", 0),

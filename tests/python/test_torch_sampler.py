@@ -362,9 +362,9 @@ def bad_states():
     text = good["state"]
     for reason, edited in [("checksum mismatch", text.replace('"consumed": 4', '"consumed": 6')),
                            ("checksum mismatch", text.replace('"seed": 3', '"seed": 4')),
-                           ("JSON expects .}.", text[:-1]), ("JSON has trailing", text + "x"),
+                           ("JSON ends before its object does", text[:-1]), ("JSON has trailing", text + "x"),
                            ("format version 2", text.replace('"version": 1', '"version": 2')),
-                           ("JSON expects '{'", "")]:
+                           ("JSON ends before its object does", "")]:
         yield "state: " + reason, {**good, "state": edited}
 
 
