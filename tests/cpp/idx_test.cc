@@ -101,7 +101,7 @@ TEST(Idx, CorruptFilesNameFileAndOffset) {
   EXPECT_THROW(read_idx(dir.file("missing.idx")), std::runtime_error);
 }
 
-// The data buffer grows as bytes arrive (64 MiB first): a header claiming 2^48 bytes of a file
+// The data buffer grows as bytes arrive (1 MiB first): a header claiming 2^48 bytes of a file
 // of 10 is a truncation error, not an allocation of the claimed size (std::bad_alloc, or
 // gigabytes zero-filled before the error).
 TEST(Idx, HugeClaimedDataIsATruncationNotAnAllocation) {
