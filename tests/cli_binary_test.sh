@@ -39,8 +39,10 @@ grep -q "verdict: exactly-once VIOLATED" /tmp/ds_out.$$ || { echo "FAIL audit_br
 
 # A failed write is one line on stderr naming the cause and exit 3, for every command that prints:
 # a full disk (ENOSPC), a closed stdout (EBADF).
-for args in "indices --size 100 --world-size 1 --rank 0" "indices --size 100000 --world-size 1 \
---rank 0 --format binary" "audit --size 100 --world-size 2" "demo" "--version" "indices --help"; do
+every_command=("indices --size 100 --world-size 1 --rank 0" "indices --size 100000 --world-size 1 \
+--rank 0 --format binary" "audit --size 100 --world-size 2" "demo" "--version" "help" "indices --help"
+"audit --help" "demo --help")
+for args in "${every_command[@]}"; do
   for target in full closed; do
     if [ $target = full ]; then
       "$bin" $args >/dev/full 2>/tmp/ds_err.$$; got=$?; cause="No space left on device"
@@ -70,6 +72,130 @@ if [ "$ms" -ge 2000 ] || [ "$got" != 3 ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] 
        "stderr:"; head -3 /tmp/ds_err.$$; fail=1
 fi
 rm -f /tmp/ds_code.$$
+
+# SIGPIPE ignored, for every command. (1) The reader gone before the first write (a pipe whose
+# read end is closed, so that every write fails with EPIPE; Python ignores SIGPIPE and
+# restore_signals=False keeps it so in the child): exit 3, one line naming "Broken pipe".
+closed_pipe='import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+code = subprocess.run(sys.argv[1:], stdout=w, restore_signals=False).returncode
+sys.exit(code if code >= 0 else 128 - code)'
+for args in "${every_command[@]}" "indices --order feistel --size 1000000000 --world-size 1 --rank 0" \
+    "audit --size 100 --world-size 2 --epochs 1000"; do
+  /usr/bin/python3 -c "$closed_pipe" "$bin" $args 2>/tmp/ds_err.$$; got=$?
+  if [ "$got" != 3 ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] ||
+     ! grep -q "cannot write the output: Broken pipe" /tmp/ds_err.$$; then
+    echo "FAIL '$args' to a pipe without reader (SIGPIPE ignored): exit $got, expected 3 and" \
+         "one line naming 'Broken pipe'; stderr:"; head -3 /tmp/ds_err.$$; fail=1
+  fi
+done
+# (2) `| head -1`, a reader that leaves after the first line: the command ends at once, never by a
+# signal; exit 0 with nothing on stderr when everything was written before the reader left (short
+# outputs race with head), else exit 3 and one line naming "Broken pipe". Outputs longer than a
+# pipe's buffer (the last two) cannot have been written in full: exit 3 there.
+for args in "${every_command[@]}" "indices --order feistel --size 1000000000 --world-size 1 --rank 0" \
+    "audit --size 100 --world-size 2 --epochs 1000"; do
+  start=$(date +%s%N)
+  (trap '' PIPE
+   timeout 5 "$bin" $args 2>/tmp/ds_err.$$ | head -1 >/tmp/ds_out.$$
+   echo "${PIPESTATUS[0]}" >/tmp/ds_code.$$)
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  got=$(cat /tmp/ds_code.$$)
+  long=0
+  case "$args" in *1000000000*|*"--epochs 1000"*) long=1 ;; esac
+  ok=1
+  [ "$ms" -lt 2000 ] && [ "$(wc -l </tmp/ds_out.$$)" = 1 ] || ok=0
+  if [ "$got" = 0 ] && [ $long = 0 ]; then
+    [ -s /tmp/ds_err.$$ ] && ok=0
+  elif [ "$got" = 3 ]; then
+    [ "$(wc -l </tmp/ds_err.$$)" = 1 ] && grep -q "cannot write the output: Broken pipe" \
+      /tmp/ds_err.$$ || ok=0
+  else
+    ok=0
+  fi
+  if [ $ok = 0 ]; then
+    echo "FAIL '$args | head -1' with SIGPIPE ignored: exit $got after $ms ms (0 or 3 within" \
+         "2 s expected, 3 for a long output), $(wc -l </tmp/ds_out.$$) lines read; stderr:"
+    head -3 /tmp/ds_err.$$; fail=1
+  fi
+done
+rm -f /tmp/ds_code.$$
+
+# Bad arguments: exit 2, nothing on stdout, exactly one line on stderr that names the flag and the
+# value (the FRAGMENT, a fixed string).
+bad() {  # bad FRAGMENT ARGS...
+  local want="$1"
+  shift
+  "$bin" "$@" >/tmp/ds_out.$$ 2>/tmp/ds_err.$$
+  local got=$?
+  if [ "$got" != 2 ] || [ -s /tmp/ds_out.$$ ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] ||
+     [ -n "$(tail -c 1 /tmp/ds_err.$$)" ] || ! grep -qF -- "$want" /tmp/ds_err.$$; then
+    echo "FAIL bad arguments '$*': exit $got (2 expected), $(wc -c </tmp/ds_out.$$) bytes on" \
+         "stdout (0 expected), stderr (one line with '$want' expected):"
+    cat /tmp/ds_err.$$; fail=1
+  fi
+}
+ok=(--size 10 --world-size 2 --rank 0)
+bad "unknown command 'frobnicate'" frobnicate
+bad "unknown command ''" ""
+bad "missing required flag --size" indices --world-size 2 --rank 0
+bad "missing required flag --rank" indices --size 10 --world-size 2
+bad "--size = 'ten'" indices --size ten --world-size 2 --rank 0
+bad "--size = ''" indices --size "" --world-size 2 --rank 0
+bad "--size = '-1'" indices --size -1 --world-size 2 --rank 0
+bad "--size = ' 1'" indices --size " 1" --world-size 2 --rank 0
+bad "--size = '1e3'" indices --size 1e3 --world-size 2 --rank 0
+bad "--size = '18446744073709551616'" indices --size 18446744073709551616 --world-size 2 --rank 0
+bad "size = 9223372036854775809" indices --size 9223372036854775809 --world-size 2 --rank 0 \
+  --order feistel
+bad "size = 4611686018427387904" indices --size 4611686018427387904 --world-size 2 --rank 0
+bad "world_size = 0" indices --size 10 --world-size 0 --rank 0
+bad "rank = 2" indices --size 10 --world-size 2 --rank 2
+bad "rank = 18446744073709551615" indices --size 10 --world-size 2 --rank 18446744073709551615
+bad "--epoch = '-1'" indices "${ok[@]}" --epoch -1
+bad "--epoch = '1.5'" indices "${ok[@]}" --epoch 1.5
+bad "flag --epoch needs a value" indices "${ok[@]}" --epoch
+bad "flag --epoch needs a value" indices --epoch --size 10 --world-size 2 --rank 0
+bad "seed = '1.5'" indices "${ok[@]}" --seed 1.5
+bad "seed = '18446744073709551616'" indices "${ok[@]}" --seed 18446744073709551616
+bad "seed = '-9223372036854775809'" indices "${ok[@]}" --seed -9223372036854775809
+bad "seed = '1 2'" indices "${ok[@]}" --seed "1
+2"
+bad "18446744073709551615" indices "${ok[@]}" --seed 18446744073709551615 --epoch 1
+bad "--order = 'random'" indices "${ok[@]}" --order random
+bad "--order = ''" indices "${ok[@]}" --order=
+bad "--format = 'csv'" indices "${ok[@]}" --format csv
+bad "--randperm = 'new'" indices "${ok[@]}" --randperm new
+bad "--randperm = 'classic' with --order feistel" indices "${ok[@]}" --order feistel \
+  --randperm classic
+bad "--mask with --format = binary" indices "${ok[@]}" --mask --format binary
+bad "--start = 6" indices "${ok[@]}" --start 6
+bad "--count = 4" indices "${ok[@]}" --start 2 --count 4
+bad "--consumed = 9223372036854775809" indices "${ok[@]}" --consumed 9223372036854775809
+bad "unknown flag '--bogus'" indices "${ok[@]}" --bogus 1
+bad "unknown flag '--shuffle'" indices "${ok[@]}" --shuffle
+bad "flag --size is given twice" indices "${ok[@]}" --size 3
+bad "flag --drop-last takes no value" indices "${ok[@]}" --drop-last=yes
+bad "flag --mask takes no value" indices "${ok[@]}" --mask=
+bad "unexpected argument 'stray'" indices "${ok[@]}" stray
+bad "unexpected argument '-s'" indices -s 10 --world-size 2 --rank 0
+bad "--size = 100000001" audit --size 100000001 --world-size 2
+bad "--world-size = 65537" audit --size 10 --world-size 65537
+bad "--world-size = 0" audit --size 10 --world-size 0
+bad "--epochs = 0" audit --size 10 --world-size 2 --epochs 0
+bad "--epochs = 1001" audit --size 10 --world-size 2 --epochs 1001
+bad "--epochs = '18446744073709551616'" audit --size 10 --world-size 2 --epochs 18446744073709551616
+bad "--consumed = 11" audit --size 10 --world-size 2 --consumed 11 --resume-world-size 3
+bad "--resume-world-size = 0" audit --size 10 --world-size 2 --consumed 4 --resume-world-size 0
+bad "--consumed and --resume-world-size go together" audit --size 10 --world-size 2 --consumed 4
+bad "--cut-epoch = 1" audit --size 10 --world-size 2 --consumed 4 --resume-world-size 3 \
+  --cut-epoch 1
+bad "--break = 'sideways'" audit --size 10 --world-size 2 --consumed 4 --resume-world-size 3 \
+  --break sideways
+bad "--order = 'nope'" demo --order nope
+bad "unknown flag '--extra'" demo --extra 1
+bad "unexpected argument 'extra'" --version extra
 rm -f /tmp/ds_out.$$ /tmp/ds_err.$$
 [ $fail = 0 ] && echo "cli_binary: all checks passed"
 exit $fail

@@ -286,7 +286,12 @@ int dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   if (args[0] == "--version") {
     if (args.size() > 1) {
-      err << "distsampler --version: takes no arguments\n";
+      // One line naming the argument, as every other usage error (a quoted line break is a space).
+      std::string extra = args[1];
+      std::replace(extra.begin(), extra.end(), '\n', ' ');
+      std::replace(extra.begin(), extra.end(), '\r', ' ');
+      err << "distsampler --version: unexpected argument '" << extra
+          << "'; --version takes no arguments\n";
       return kExitUsage;
     }
     out << "distsampler " << DISTSAMPLER_VERSION_STRING << "\n";
