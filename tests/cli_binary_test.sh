@@ -83,7 +83,7 @@ code = subprocess.run(sys.argv[1:], stdout=w, restore_signals=False).returncode
 sys.exit(code if code >= 0 else 128 - code)'
 for args in "${every_command[@]}" "indices --order feistel --size 1000000000 --world-size 1 --rank 0" \
     "audit --size 100 --world-size 2 --epochs 1000"; do
-  /usr/bin/python3 -c "$closed_pipe" "$bin" $args 2>/tmp/ds_err.$$; got=$?
+  timeout 5 /usr/bin/python3 -c "$closed_pipe" "$bin" $args 2>/tmp/ds_err.$$; got=$?
   if [ "$got" != 3 ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] ||
      ! grep -q "cannot write the output: Broken pipe" /tmp/ds_err.$$; then
     echo "FAIL '$args' to a pipe without reader (SIGPIPE ignored): exit $got, expected 3 and" \
