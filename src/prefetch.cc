@@ -6,6 +6,7 @@
 // alive (the one being read), so that building the next never makes three.
 #include "distsampler/prefetch.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -22,9 +23,17 @@ namespace detail {
 struct PrefetchState {
   enum class Status { kIdle, kRequested, kRunning, kDone };
 
-  explicit PrefetchState(OrderOptions o) : options(std::move(o)) {}
+  PrefetchState(OrderOptions o, OrderBuilder b) : options(std::move(o)), build(std::move(b)) {
+    if (!build) {
+      build = [](const OrderOptions& options, uint64_t epoch, const std::function<bool()>&) {
+        return make_epoch_order(options, epoch);
+      };
+    }
+  }
 
   const OrderOptions options;
+  OrderBuilder build;
+  std::atomic<bool> abandon{false};  // the running build's epoch is not wanted any more
   std::mutex mutex;
   std::condition_variable changed;
   uint64_t live = 0;  // orders alive: handed out and not released, or built and not handed out
@@ -83,7 +92,8 @@ void worker_loop(PrefetchState* state) {
     std::shared_ptr<const EpochOrder> order;
     std::exception_ptr error;
     try {
-      order = make_epoch_order(state->options, epoch);
+      order = state->build(state->options, epoch,
+                           [state] { return state->abandon.load(std::memory_order_relaxed); });
     } catch (...) {
       error = std::current_exception();
     }
@@ -98,15 +108,17 @@ void worker_loop(PrefetchState* state) {
 
 }  // namespace
 
-PrefetchingSampler::PrefetchingSampler(const SamplerOptions& options, bool prefetch)
+PrefetchingSampler::PrefetchingSampler(const SamplerOptions& options, bool prefetch,
+                                       OrderBuilder build)
     : sampler_(options),
       prefetch_(prefetch && options.shuffle && options.order == OrderKind::kTorch),
-      state_(std::make_shared<PrefetchState>(options.order_options())) {}
+      state_(std::make_shared<PrefetchState>(options.order_options(), std::move(build))) {}
 
 PrefetchingSampler::~PrefetchingSampler() {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stop = true;
+    state_->abandon = true;
     state_->changed.notify_all();
   }
   if (state_->worker.joinable()) state_->worker.join();  // waits for a running build
@@ -123,10 +135,11 @@ uint64_t PrefetchingSampler::live_orders() const {
 }
 
 RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
-  if (!prefetch_) return sampler_.epoch(epoch, start);
   Partition resumed = sampler_.partition();
   resumed.start = start;
   resumed.validate();
+  const auto never = [] { return false; };
+  if (!prefetch_) return RankView(state_->build(state_->options, epoch, never), resumed, epoch);
 
   std::shared_ptr<const EpochOrder> order;
   std::shared_ptr<const EpochOrder> discarded;  // freed after the lock is released
@@ -141,6 +154,8 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
       state_->cancel = false;
     }
     if (state_->status == Status::kRunning) {
+      // A build that waits on another process for an epoch not asked for gives up.
+      if (state_->epoch != epoch) state_->abandon = true;
       state_->changed.wait(lock, [&] { return state_->status == Status::kDone; });
     }
     if (state_->status == Status::kDone) {
@@ -157,12 +172,11 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
       state_->error = nullptr;
     }
     state_->status = Status::kIdle;
+    state_->abandon = false;
   }
   discarded.reset();
   if (error) std::rethrow_exception(error);
-  if (!order) {
-    order = counted(make_epoch_order(sampler_.options().order_options(), epoch), state_, false);
-  }
+  if (!order) order = counted(state_->build(state_->options, epoch, never), state_, false);
   RankView view(order, resumed, epoch);
 
   if (epoch != UINT64_MAX) {
