@@ -3,7 +3,9 @@
 // Every order this sampler hands out is wrapped in a shared_ptr whose deleter decrements the
 // count (the state outlives the sampler through those deleters); an order built in the background
 // counts from the moment it exists. The background thread first waits until at most one order is
-// alive (the one being read), so that building the next never makes three.
+// alive (the one being read), so that building the next never makes three. A released order is
+// freed by that thread too (a permutation of 10^8 takes 30-60 ms to give back to the system,
+// which would otherwise land on the epoch boundary), before it builds anything.
 #include "distsampler/prefetch.h"
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "distsampler/order.h"
 
@@ -44,6 +47,7 @@ struct PrefetchState {
   bool cancel = false;  // a kRequested build waiting for a release is given up
   std::shared_ptr<const EpochOrder> built;
   std::exception_ptr error;
+  std::vector<std::shared_ptr<const EpochOrder>> graveyard;  // released, to be freed by the worker
 };
 
 }  // namespace detail
@@ -65,20 +69,51 @@ std::shared_ptr<const EpochOrder> counted(std::shared_ptr<const EpochOrder> orde
   const EpochOrder* raw = order.get();
   return std::shared_ptr<const EpochOrder>(
       raw, [order = std::move(order), state](const EpochOrder*) mutable {
+        std::unique_lock<std::mutex> lock(state->mutex);
+        if (!state->stop && state->worker.joinable()) {
+          // Freeing 400 MB takes tens of milliseconds: the worker does it, not the reader
+          // whose previous epoch ended at the boundary, and before it builds anything.
+          state->graveyard.push_back(std::move(order));
+          --state->live;
+          state->changed.notify_all();
+          return;
+        }
+        lock.unlock();
         order.reset();  // frees the permutation before the count says it is gone
-        std::lock_guard<std::mutex> lock(state->mutex);
+        lock.lock();
         --state->live;
         state->changed.notify_all();
       });
 }
 
+// Frees the released orders; called with the lock held, returns with it held.
+void bury(PrefetchState* state, std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<const EpochOrder>> dead;
+  dead.swap(state->graveyard);
+  lock.unlock();
+  dead.clear();  // each order's last reference: the permutations are freed here
+  lock.lock();
+}
+
 void worker_loop(PrefetchState* state) {
   std::unique_lock<std::mutex> lock(state->mutex);
   while (true) {
-    state->changed.wait(lock, [&] { return state->stop || state->status == Status::kRequested; });
+    state->changed.wait(lock, [&] {
+      return state->stop || state->status == Status::kRequested || !state->graveyard.empty();
+    });
+    if (!state->graveyard.empty()) {
+      bury(state, lock);
+      continue;
+    }
     if (state->stop) return;
     // At most one order alive (the one being read) before building another.
-    state->changed.wait(lock, [&] { return state->stop || state->cancel || state->live <= 1; });
+    state->changed.wait(lock, [&] {
+      return state->stop || state->cancel || state->live <= 1 || !state->graveyard.empty();
+    });
+    if (!state->graveyard.empty()) {
+      bury(state, lock);
+      continue;
+    }
     if (state->stop) return;
     if (state->cancel) {
       state->cancel = false;
@@ -122,7 +157,8 @@ PrefetchingSampler::~PrefetchingSampler() {
     state_->changed.notify_all();
   }
   if (state_->worker.joinable()) state_->worker.join();  // waits for a running build
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  bury(state_.get(), lock);
   if (state_->built) {
     state_->built.reset();
     --state_->live;
