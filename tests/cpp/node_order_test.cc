@@ -67,6 +67,7 @@ int leftovers() {
 template <typename Body>
 bool on_local_ranks(uint64_t ranks, Body body) {
   std::vector<pid_t> children;
+  std::fflush(nullptr);  // no buffered output duplicated into the children
   for (uint64_t r = 1; r < ranks; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
