@@ -4,9 +4,10 @@
 // the epoch: one 4 KiB header page, then the permutation as build_torch_order writes it. The
 // builder creates it exclusively (a leftover of the same name is unlinked first: a dead run of
 // the same job id, never a live one, since only local rank 0 of this job creates these names),
-// reserves its memory with posix_fallocate (tmpfs otherwise overcommits and a full /dev/shm turns
-// into SIGBUS while writing), builds, writes the checksum and sets the ready flag with release
-// semantics. Readers poll with growing sleeps, reopening the name each time (so a replaced
+// writes the header page first (so that any later failure can be published as such), reserves the
+// permutation's memory with posix_fallocate (tmpfs otherwise overcommits and a full /dev/shm
+// turns into SIGBUS while writing), builds, writes the checksum and sets the ready flag with
+// release semantics. Readers poll with growing sleeps, reopening the name each time (so a replaced
 // leftover is never waited on), check every header field against their own configuration and the
 // checksum, and map the permutation read-only. Each rank increments the header's `attached` once
 // it has mapped the segment; the one that brings it to the local world size unlinks the name.
@@ -16,8 +17,10 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -179,7 +182,21 @@ Identity expected_identity(const OrderOptions& options, uint64_t epoch) {
   return h;
 }
 
-// nullptr after a fallback warning.
+// A mapping of `bytes` of the object at `fd`, or nullptr.
+std::shared_ptr<Mapping> map(int fd, uint64_t bytes, int protection) {
+  void* address = mmap(nullptr, bytes, protection, MAP_SHARED, fd, 0);
+  if (address == MAP_FAILED) return nullptr;
+  return std::make_shared<Mapping>(address, bytes);
+}
+
+// Publishes a failed build: the readers fall back instead of waiting.
+void publish_failure(const Mapping& header, const std::string& name, uint64_t local_world_size) {
+  header.header()->status.store(kFailed, std::memory_order_release);
+  attach(header, name, local_world_size);
+}
+
+// The header page first (so that a failure can be published whatever happens next), then the
+// permutation. nullptr after a fallback warning.
 std::shared_ptr<const EpochOrder> build_shared(const OrderOptions& options, uint64_t epoch,
                                                const NodeGroup& group, const std::string& name,
                                                uint64_t total) {
@@ -197,47 +214,54 @@ std::shared_ptr<const EpochOrder> build_shared(const OrderOptions& options, uint
     int fd;
     ~Closer() { close(fd); }
   } closer{fd};
-  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    warn_fallback(errno_text("ftruncate", name));
+  std::shared_ptr<Mapping> header;
+  if (ftruncate(fd, static_cast<off_t>(kHeaderBytes)) != 0 ||
+      !(header = map(fd, kHeaderBytes, PROT_READ | PROT_WRITE))) {
+    warn_fallback(errno_text("creating the header of", name));
     shm_unlink(name.c_str());
     remove_pending(name);
     return nullptr;
   }
-  void* address = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (address == MAP_FAILED) {
-    warn_fallback(errno_text("mmap", name));
-    shm_unlink(name.c_str());
-    remove_pending(name);
-    return nullptr;
-  }
-  auto mapping = std::make_shared<Mapping>(address, total);
-  Header* h = mapping->header();
+  Header* h = header->header();
   h->builder_pid = static_cast<uint64_t>(getpid());
   h->status.store(kBuilding, std::memory_order_relaxed);
   h->attached.store(0, std::memory_order_relaxed);
   h->id = expected_identity(options, epoch);
-  // Reserve the memory now: on a full tmpfs, writing would raise SIGBUS instead.
-  if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
+  // Reserve the memory now: on a full tmpfs, writing would raise SIGBUS instead. The free space
+  // is checked first, so that a segment that cannot fit never fills the tmpfs on its way to
+  // failing.
+  struct statvfs fs;
+  const bool room = fstatvfs(fd, &fs) != 0 || static_cast<uint64_t>(fs.f_bavail) >=
+                                                  total / std::max<uint64_t>(fs.f_frsize, 1);
+  int error = 0;
+  if (!room) {
+    error = ENOSPC;
+  } else if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    error = errno;
+  } else {
+    error = posix_fallocate(fd, 0, static_cast<off_t>(total));
+  }
+  std::shared_ptr<Mapping> whole;
+  if (error == 0 && !(whole = map(fd, total, PROT_READ | PROT_WRITE))) error = errno;
+  if (error != 0) {
     errno = error;
-    warn_fallback(errno_text("posix_fallocate", name) + ", " + std::to_string(total) + " bytes");
-    h->status.store(kFailed, std::memory_order_release);
-    attach(*mapping, name, group.local_world_size);
+    warn_fallback(errno_text("reserving", name) + ", " + std::to_string(total) + " bytes");
+    publish_failure(*header, name, group.local_world_size);
     return nullptr;
   }
-  void* data = static_cast<unsigned char*>(address) + kHeaderBytes;
+  void* data = static_cast<unsigned char*>(whole->address) + kHeaderBytes;
   try {
     build_torch_order(options, epoch, data);
   } catch (...) {
-    h->status.store(kFailed, std::memory_order_release);
-    attach(*mapping, name, group.local_world_size);
+    publish_failure(*header, name, group.local_world_size);
     throw;
   }
-  h->checksum = sample_checksum(h->id, mapping->data());
+  h->checksum = sample_checksum(h->id, whole->data());
   h->status.store(kReady, std::memory_order_release);
   g_built.fetch_add(1);
-  attach(*mapping, name, group.local_world_size);
-  mprotect(static_cast<unsigned char*>(address) + kHeaderBytes, total - kHeaderBytes, PROT_READ);
-  return torch_order_over(options.size, mapping->data(), mapping);
+  attach(*header, name, group.local_world_size);
+  mprotect(data, total - kHeaderBytes, PROT_READ);
+  return torch_order_over(options.size, whole->data(), whole);
 }
 
 // nullptr after a fallback warning; throws std::runtime_error at the timeout.
@@ -258,45 +282,46 @@ std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64
       return nullptr;
     }
     if (fd >= 0) {
+      struct Closer {
+        int fd;
+        ~Closer() { close(fd); }
+      } closer{fd};
       struct stat st;
-      void* address = MAP_FAILED;
-      if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == total) {
-        // The header read-write (its counter), the permutation read-only.
-        address = mmap(nullptr, total, PROT_READ, MAP_SHARED, fd, 0);
-        if (address != MAP_FAILED && mprotect(address, kHeaderBytes, PROT_READ | PROT_WRITE) != 0) {
-          munmap(address, total);
-          address = MAP_FAILED;
-        }
+      std::shared_ptr<Mapping> header;
+      if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= kHeaderBytes) {
+        header = map(fd, kHeaderBytes, PROT_READ | PROT_WRITE);  // its counter is written
       }
-      close(fd);
-      if (address != MAP_FAILED) {
-        auto mapping = std::make_shared<Mapping>(address, total);
-        const Header* h = mapping->header();
-        const uint32_t status = h->status.load(std::memory_order_acquire);
-        if (same_configuration(h->id, want)) {
-          if (status == kFailed) {
-            attach(*mapping, name, group.local_world_size);
-            warn_fallback("local rank 0 could not build " + name + " in shared memory");
-            return nullptr;
-          }
-          if (status == kReady) {
-            if (sample_checksum(h->id, mapping->data()) != h->checksum) {
-              throw std::runtime_error("node-shared order: " + name +
-                                       " fails its checksum; shared memory corrupted");
-            }
-            attach(*mapping, name, group.local_world_size);
-            g_mapped.fetch_add(1);
-            return torch_order_over(options.size, mapping->data(), mapping);
-          }
-          const pid_t pid = static_cast<pid_t>(h->builder_pid);
-          last = (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
-                     ? "building by process " + std::to_string(pid) + ", which died"
-                     : "being built";
-        } else {
-          last = "holding another configuration";
-        }
+      if (!header) {
+        last = "created, header not yet written";
+      } else if (!same_configuration(header->header()->id, want)) {
+        last = "holding another configuration";
       } else {
-        last = "created, not yet sized";
+        const Header* h = header->header();
+        const uint32_t status = h->status.load(std::memory_order_acquire);
+        if (status == kFailed) {
+          attach(*header, name, group.local_world_size);
+          warn_fallback("local rank 0 could not build " + name + " in shared memory");
+          return nullptr;
+        }
+        if (status == kReady) {
+          std::shared_ptr<Mapping> whole;
+          if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total ||
+              !(whole = map(fd, total, PROT_READ))) {
+            throw std::runtime_error("node-shared order: " + name + " is ready but cannot be " +
+                                     "mapped (" + std::to_string(total) + " bytes)");
+          }
+          if (sample_checksum(h->id, whole->data()) != h->checksum) {
+            throw std::runtime_error("node-shared order: " + name +
+                                     " fails its checksum; shared memory corrupted");
+          }
+          attach(*header, name, group.local_world_size);
+          g_mapped.fetch_add(1);
+          return torch_order_over(options.size, whole->data(), whole);
+        }
+        const pid_t pid = static_cast<pid_t>(h->builder_pid);
+        last = (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+                   ? "being built by process " + std::to_string(pid) + ", which died"
+                   : "being built";
       }
     }
     if (cancelled && cancelled()) {

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +49,14 @@ std::vector<uint64_t> all_of(const EpochOrder& order) {
   std::vector<uint64_t> out(order.size());
   order.gather(0, 1, order.size(), out.data());
   return out;
+}
+
+// Whether make_epoch_order could hold `bytes` (physical memory above it).
+bool make_epoch_order_fits(uint64_t bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 &&
+         static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) >= bytes;
 }
 
 // Names this test's segments start with, left in /dev/shm.
@@ -192,6 +201,31 @@ TEST(NodeOrder, ABuilderReplacesALeftoverOfTheSameName) {
   auto mapped = make_node_epoch_order(options, 1, reader);
   EXPECT_EQ(all_of(*mapped), all_of(*make_epoch_order(options, 1)));
   EXPECT_EQ(all_of(*first), all_of(*second));
+}
+
+// 2^33 positions of 8 bytes: 64 GiB, more than /dev/shm holds here. Local rank 0 warns and
+// publishes a failed segment, local rank 1 sees it and falls back too; each then builds its own
+// permutation, which here is refused as too large for memory (length_error), as without sharing.
+TEST(NodeOrder, NoRoomInSharedMemoryFallsBackToThePerRankBuildOnEveryRank) {
+  const OrderOptions options = torch_options(uint64_t{1} << 33);
+  const uint64_t bytes = (uint64_t{1} << 33) * 8;
+  struct statvfs fs;
+  if (statvfs("/dev/shm", &fs) != 0 || static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize >= bytes) {
+    GTEST_SKIP() << "/dev/shm missing or holds 64 GiB";
+  }
+  if (make_epoch_order_fits(bytes)) GTEST_SKIP() << "this machine could build it";
+  const int before = leftovers();
+  const bool ok = on_local_ranks(2, [&](uint64_t r) {
+    const NodeOrderCounts start = node_order_counts();
+    try {
+      make_node_epoch_order(options, 0, group_of("full", r, 2));
+      return false;
+    } catch (const std::length_error&) {
+    }
+    return node_order_counts().fallbacks == start.fallbacks + 1;
+  });
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(leftovers(), before);
 }
 
 TEST(NodeOrder, OtherOrdersAndSingleRankNodesAreLocal) {
