@@ -280,6 +280,9 @@ def main():
         if m:
             name = (f"feistel gather, {levels[m.group(1)]}, n = {m.group(2)}, "
                     f"stride {m.group(3)}")
+        m = re.match(r"BM_TorchGather/(\d+)/(\d+)", name)
+        if m:  # CliBinary torch, by contrast, builds a permutation of 16 M per call
+            name = f"torch gather alone (permutation built), n = {m.group(1)}, W = {m.group(2)}"
         name = name.replace("BM_", "")
         if b.get("label"):
             name += f" ({b['label']})"
@@ -361,6 +364,30 @@ def main():
              f"{r['peak_mb']:.0f} MB | {ratio} |")
     if len({r["first"] for r in boundary.values()}) != 1:
         raise RuntimeError("the first index of epoch 1 differs between the samplers")
+    emit()
+
+    emit("## Memory of a node's local ranks (torch order, n = 10^8, 4 local ranks)")
+    emit()
+    emit("`bench/node_memory.py`: 4 processes as torchrun's local ranks of one node each read "
+         "epoch 0 (all but its last index) with `prefetch=True`, and are measured once epoch 1's "
+         "permutation is ready beside it (two alive, the steady state of a training loop). PSS "
+         "(/proc/PID/smaps_rollup) divides shared pages among the processes mapping them, so its "
+         "sum counts the node's memory once; the peak RSS sum counts a shared page in every "
+         "rank that touched it. Each process includes its interpreter and `import torch`. "
+         "`node_shared=True`: local rank 0 builds each permutation in POSIX shared memory and "
+         "the others map it (dist/node_order.h).")
+    emit()
+    node = json.loads(subprocess.run(
+        [py, os.path.join(os.path.dirname(__file__), "node_memory.py"), "--json"], env=env,
+        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+    emit("| local ranks | PSS sum | peak RSS sum | PSS vs one rank |")
+    emit("|---|---|---|---|")
+    one = node["one rank"]["pss_mb"]
+    for key, label in (("one rank", "1 rank"), ("per-rank", "4 ranks, per-rank permutations"),
+                       ("node-shared", "4 ranks, `node_shared=True`")):
+        r = node[key]
+        emit(f"| {label} | {r['pss_mb']:.0f} MB | {r['peak_rss_mb']:.0f} MB | "
+             f"{r['pss_mb'] / one:.2f}x |")
     emit()
 
     emit("## The loader: batches per second against torch's DataLoader")

@@ -109,6 +109,28 @@ void BM_TorchRandperm(benchmark::State& state) {
 }
 BENCHMARK(BM_TorchRandperm)->Arg(1000000)->Arg(10000000)->Unit(benchmark::kMillisecond);
 
+// The torch order's rank gather alone, the permutation already built (built once, outside the
+// timing): rank 3 of W = 8 reads its positions 3, 11, 19, ... in windows through RankView::fill,
+// as the Python sampler and the CLI do. Arguments: n, W.
+void BM_TorchGather(benchmark::State& state) {
+  SamplerOptions options;
+  options.size = static_cast<uint64_t>(state.range(0));
+  options.world_size = static_cast<uint64_t>(state.range(1));
+  options.rank = 3;
+  options.randperm = RandpermVariant::kClassic;
+  const RankView view = DistributedSampler(options).epoch(0);
+  std::vector<uint64_t> out(kWindow);
+  uint64_t first = 0;
+  for (auto _ : state) {
+    if (first + kWindow > view.size()) first = 0;
+    view.fill(first, kWindow, out.data());
+    benchmark::DoNotOptimize(out.data());
+    first += kWindow;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kWindow));
+}
+BENCHMARK(BM_TorchGather)->Args({100000000, 8})->Args({100000000, 64});
+
 // The CLI's `indices --format binary` path, in process, into a stream that drops the bytes.
 class NullBuffer : public std::streambuf {
  protected:

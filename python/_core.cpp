@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "distsampler/dist/node_order.h"
 #include "distsampler/policies/batches.h"
 #include "distsampler/policies/blend.h"
 #include "distsampler/policies/shards.h"
@@ -233,14 +235,45 @@ PYBIND11_MODULE(_core, m) {
           py::arg("epoch"), py::arg("start") = 0,
           "This rank's view of `epoch`, resumed at global position `start` (partition.h)");
 
+  py::class_<NodeGroup>(m, "NodeGroup",
+                        "dist/node_order.h: the local ranks that share one permutation per epoch")
+      .def(py::init([](std::string job, std::string node, uint64_t local_rank,
+                       uint64_t local_world_size, double timeout_seconds) {
+             return NodeGroup{std::move(job), std::move(node), local_rank, local_world_size,
+                              timeout_seconds};
+           }),
+           py::arg("job"), py::arg("node"), py::arg("local_rank"), py::arg("local_world_size"),
+           py::arg("timeout_seconds") = 300.0)
+      .def_readonly("job", &NodeGroup::job)
+      .def_readonly("node", &NodeGroup::node)
+      .def_readonly("local_rank", &NodeGroup::local_rank)
+      .def_readonly("local_world_size", &NodeGroup::local_world_size)
+      .def_readwrite("timeout_seconds", &NodeGroup::timeout_seconds);
+  m.def(
+      "detect_node_group", [] { return detect_node_group(); },
+      "The node group from torchrun's or Open MPI's variables, or None");
+  m.def(
+      "node_order_counts",
+      [] {
+        const NodeOrderCounts c = node_order_counts();
+        return py::dict(py::arg("built") = c.built, py::arg("mapped") = c.mapped,
+                        py::arg("fallbacks") = c.fallbacks);
+      },
+      "Permutations this process built into shared memory, mapped from another rank, and built "
+      "per rank because shared memory was unavailable");
+
   py::class_<PrefetchingSampler>(
       m, "PrefetchingSampler",
       "prefetch.h: DistributedSampler.epoch with the next epoch's torch order built in the "
       "background")
-      .def(py::init([](const DistributedSampler& sampler, bool prefetch) {
-             return std::make_unique<PrefetchingSampler>(sampler.options(), prefetch);
+      .def(py::init([](const DistributedSampler& sampler, bool prefetch,
+                       const std::optional<NodeGroup>& node) {
+             return std::make_unique<PrefetchingSampler>(
+                 sampler.options(), prefetch, node ? node_order_builder(*node) : OrderBuilder());
            }),
-           py::arg("sampler"), py::arg("prefetch") = true)
+           py::arg("sampler"), py::arg("prefetch") = true, py::arg("node") = py::none(),
+           "node: share the torch order's permutation with the node's other ranks "
+           "(dist/node_order.h)")
       .def_property_readonly("prefetching", &PrefetchingSampler::prefetching)
       .def_property_readonly("hits", &PrefetchingSampler::hits)
       .def_property_readonly("live_orders", &PrefetchingSampler::live_orders)

@@ -1,9 +1,10 @@
 #include "distsampler/order.h"
 
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <vector>
+#include <utility>
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>
@@ -34,35 +35,73 @@ class IdentityOrder final : public EpochOrder {
   }
 };
 
+inline void prefetch_read(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 0);
+#else
+  (void)p;
+#endif
+}
+
+// A materialized permutation, owned (a private buffer) or borrowed (a shared-memory mapping
+// that `keep_` holds). gather reads it at stride W, the rank's positions: where each index is its
+// own cache line (W >= 16 for 32-bit storage), lines are prefetched kAhead indices early (the
+// hardware prefetcher follows a stride only within a page); the loops have no other branch.
 template <typename T>
 class TorchOrder final : public EpochOrder {
  public:
-  TorchOrder(uint64_t n, uint64_t seed, RandpermVariant variant)
-      : EpochOrder(n), perm_(allocate(n)) {
-    torch_randperm(n, seed, variant, perm_.data());
-  }
+  TorchOrder(uint64_t n, std::shared_ptr<const void> keep, const T* perm)
+      : EpochOrder(n), keep_(std::move(keep)), perm_(perm) {}
   uint64_t at(uint64_t position) const override { return perm_[position]; }
   void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out) const override {
-    const T* p = perm_.data() + first;
-    for (uint64_t j = 0; j < count; ++j) out[j] = p[j * stride];
+    const T* p = perm_ + first;
+    if (stride * sizeof(T) < 64) {  // several indices per line: the hardware prefetcher keeps up
+      for (uint64_t j = 0; j < count; ++j) out[j] = p[j * stride];
+      return;
+    }
+    constexpr uint64_t kAhead = 32;
+    uint64_t j = 0;
+    if (count > kAhead) {
+      for (uint64_t k = 0; k < kAhead; ++k) prefetch_read(p + k * stride);
+      const T* ahead = p + kAhead * stride;
+      for (; j < count - kAhead; ++j) {
+        prefetch_read(ahead + j * stride);
+        out[j] = p[j * stride];
+      }
+    }
+    for (; j < count; ++j) out[j] = p[j * stride];
   }
 
  private:
-  static std::vector<T> allocate(uint64_t n) {
-    if (n <= physical_memory_bytes() / sizeof(T)) {
-      try {
-        return std::vector<T>(n);
-      } catch (const std::bad_alloc&) {
-      } catch (const std::length_error&) {
-      }
-    }
-    throw std::length_error("order torch needs " + std::to_string(n) + " x " +
-                            std::to_string(sizeof(T)) +
-                            " bytes of memory for size = " + std::to_string(n) +
-                            " and could not get them; order feistel needs O(1) memory");
-  }
-  std::vector<T> perm_;
+  std::shared_ptr<const void> keep_;
+  const T* perm_;
 };
+
+// n elements of T, uninitialized (torch_randperm writes every one), or std::length_error.
+template <typename T>
+std::shared_ptr<T> allocate(uint64_t n) {
+  if (n <= physical_memory_bytes() / sizeof(T)) {
+    try {
+      return std::shared_ptr<T>(new T[n], std::default_delete<T[]>());
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  throw std::length_error("order torch needs " + std::to_string(n) + " x " +
+                          std::to_string(sizeof(T)) +
+                          " bytes of memory for size = " + std::to_string(n) +
+                          " and could not get them; order feistel needs O(1) memory");
+}
+
+template <typename T>
+std::shared_ptr<const EpochOrder> make_torch_order(uint64_t n, uint64_t seed,
+                                                   RandpermVariant variant) {
+  std::shared_ptr<T> perm = allocate<T>(n);
+  torch_randperm(n, seed, variant, perm.get());
+  const T* data = perm.get();
+  return std::make_shared<TorchOrder<T>>(n, std::move(perm), data);
+}
+
+constexpr bool fits_32_bits(uint64_t n) { return n <= (uint64_t{1} << 32); }
 
 class FeistelOrder final : public EpochOrder {
  public:
@@ -125,15 +164,40 @@ std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, 
   switch (options.kind) {
     case OrderKind::kTorch: {
       const uint64_t seed = options.seed.plus_epoch(epoch);
-      if (n <= (uint64_t{1} << 32)) {
-        return std::make_shared<TorchOrder<uint32_t>>(n, seed, options.randperm);
-      }
-      return std::make_shared<TorchOrder<uint64_t>>(n, seed, options.randperm);
+      if (fits_32_bits(n)) return make_torch_order<uint32_t>(n, seed, options.randperm);
+      return make_torch_order<uint64_t>(n, seed, options.randperm);
     }
     case OrderKind::kFeistel:
       return std::make_shared<FeistelOrder>(n, options.seed.bits(), epoch, options.feistel_rounds);
   }
   throw std::logic_error("unreachable: validated order kind");
+}
+
+uint64_t torch_order_element_bytes(uint64_t size) { return fits_32_bits(size) ? 4 : 8; }
+
+void build_torch_order(const OrderOptions& options, uint64_t epoch, void* out) {
+  validate(options);
+  if (!options.shuffle || options.kind != OrderKind::kTorch) {
+    throw std::invalid_argument(
+        "build_torch_order: order = " + std::string(to_string(options.kind)) + ", shuffle = " +
+        (options.shuffle ? "true" : "false") + "; allowed: the shuffled torch order only");
+  }
+  const uint64_t seed = options.seed.plus_epoch(epoch);
+  if (fits_32_bits(options.size)) {
+    torch_randperm(options.size, seed, options.randperm, static_cast<uint32_t*>(out));
+  } else {
+    torch_randperm(options.size, seed, options.randperm, static_cast<uint64_t*>(out));
+  }
+}
+
+std::shared_ptr<const EpochOrder> torch_order_over(uint64_t size, const void* data,
+                                                   std::shared_ptr<const void> keep) {
+  if (fits_32_bits(size)) {
+    return std::make_shared<TorchOrder<uint32_t>>(size, std::move(keep),
+                                                  static_cast<const uint32_t*>(data));
+  }
+  return std::make_shared<TorchOrder<uint64_t>>(size, std::move(keep),
+                                                static_cast<const uint64_t*>(data));
 }
 
 }  // namespace distsampler

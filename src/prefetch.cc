@@ -3,14 +3,18 @@
 // Every order this sampler hands out is wrapped in a shared_ptr whose deleter decrements the
 // count (the state outlives the sampler through those deleters); an order built in the background
 // counts from the moment it exists. The background thread first waits until at most one order is
-// alive (the one being read), so that building the next never makes three.
+// alive (the one being read), so that building the next never makes three. A released order is
+// freed by that thread too (a permutation of 10^8 takes 30-60 ms to give back to the system,
+// which would otherwise land on the epoch boundary), before it builds anything.
 #include "distsampler/prefetch.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "distsampler/order.h"
 
@@ -22,9 +26,17 @@ namespace detail {
 struct PrefetchState {
   enum class Status { kIdle, kRequested, kRunning, kDone };
 
-  explicit PrefetchState(OrderOptions o) : options(std::move(o)) {}
+  PrefetchState(OrderOptions o, OrderBuilder b) : options(std::move(o)), build(std::move(b)) {
+    if (!build) {
+      build = [](const OrderOptions& options, uint64_t epoch, const std::function<bool()>&) {
+        return make_epoch_order(options, epoch);
+      };
+    }
+  }
 
   const OrderOptions options;
+  OrderBuilder build;
+  std::atomic<bool> abandon{false};  // the running build's epoch is not wanted any more
   std::mutex mutex;
   std::condition_variable changed;
   uint64_t live = 0;  // orders alive: handed out and not released, or built and not handed out
@@ -35,6 +47,7 @@ struct PrefetchState {
   bool cancel = false;  // a kRequested build waiting for a release is given up
   std::shared_ptr<const EpochOrder> built;
   std::exception_ptr error;
+  std::vector<std::shared_ptr<const EpochOrder>> graveyard;  // released, to be freed by the worker
 };
 
 }  // namespace detail
@@ -56,20 +69,51 @@ std::shared_ptr<const EpochOrder> counted(std::shared_ptr<const EpochOrder> orde
   const EpochOrder* raw = order.get();
   return std::shared_ptr<const EpochOrder>(
       raw, [order = std::move(order), state](const EpochOrder*) mutable {
+        std::unique_lock<std::mutex> lock(state->mutex);
+        if (!state->stop && state->worker.joinable()) {
+          // Freeing 400 MB takes tens of milliseconds: the worker does it, not the reader
+          // whose previous epoch ended at the boundary, and before it builds anything.
+          state->graveyard.push_back(std::move(order));
+          --state->live;
+          state->changed.notify_all();
+          return;
+        }
+        lock.unlock();
         order.reset();  // frees the permutation before the count says it is gone
-        std::lock_guard<std::mutex> lock(state->mutex);
+        lock.lock();
         --state->live;
         state->changed.notify_all();
       });
 }
 
+// Frees the released orders; called with the lock held, returns with it held.
+void bury(PrefetchState* state, std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<const EpochOrder>> dead;
+  dead.swap(state->graveyard);
+  lock.unlock();
+  dead.clear();  // each order's last reference: the permutations are freed here
+  lock.lock();
+}
+
 void worker_loop(PrefetchState* state) {
   std::unique_lock<std::mutex> lock(state->mutex);
   while (true) {
-    state->changed.wait(lock, [&] { return state->stop || state->status == Status::kRequested; });
+    state->changed.wait(lock, [&] {
+      return state->stop || state->status == Status::kRequested || !state->graveyard.empty();
+    });
+    if (!state->graveyard.empty()) {
+      bury(state, lock);
+      continue;
+    }
     if (state->stop) return;
     // At most one order alive (the one being read) before building another.
-    state->changed.wait(lock, [&] { return state->stop || state->cancel || state->live <= 1; });
+    state->changed.wait(lock, [&] {
+      return state->stop || state->cancel || state->live <= 1 || !state->graveyard.empty();
+    });
+    if (!state->graveyard.empty()) {
+      bury(state, lock);
+      continue;
+    }
     if (state->stop) return;
     if (state->cancel) {
       state->cancel = false;
@@ -83,7 +127,8 @@ void worker_loop(PrefetchState* state) {
     std::shared_ptr<const EpochOrder> order;
     std::exception_ptr error;
     try {
-      order = make_epoch_order(state->options, epoch);
+      order = state->build(state->options, epoch,
+                           [state] { return state->abandon.load(std::memory_order_relaxed); });
     } catch (...) {
       error = std::current_exception();
     }
@@ -98,19 +143,22 @@ void worker_loop(PrefetchState* state) {
 
 }  // namespace
 
-PrefetchingSampler::PrefetchingSampler(const SamplerOptions& options, bool prefetch)
+PrefetchingSampler::PrefetchingSampler(const SamplerOptions& options, bool prefetch,
+                                       OrderBuilder build)
     : sampler_(options),
       prefetch_(prefetch && options.shuffle && options.order == OrderKind::kTorch),
-      state_(std::make_shared<PrefetchState>(options.order_options())) {}
+      state_(std::make_shared<PrefetchState>(options.order_options(), std::move(build))) {}
 
 PrefetchingSampler::~PrefetchingSampler() {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stop = true;
+    state_->abandon = true;
     state_->changed.notify_all();
   }
   if (state_->worker.joinable()) state_->worker.join();  // waits for a running build
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  bury(state_.get(), lock);
   if (state_->built) {
     state_->built.reset();
     --state_->live;
@@ -123,10 +171,11 @@ uint64_t PrefetchingSampler::live_orders() const {
 }
 
 RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
-  if (!prefetch_) return sampler_.epoch(epoch, start);
   Partition resumed = sampler_.partition();
   resumed.start = start;
   resumed.validate();
+  const auto never = [] { return false; };
+  if (!prefetch_) return RankView(state_->build(state_->options, epoch, never), resumed, epoch);
 
   std::shared_ptr<const EpochOrder> order;
   std::shared_ptr<const EpochOrder> discarded;  // freed after the lock is released
@@ -141,6 +190,8 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
       state_->cancel = false;
     }
     if (state_->status == Status::kRunning) {
+      // A build that waits on another process for an epoch not asked for gives up.
+      if (state_->epoch != epoch) state_->abandon = true;
       state_->changed.wait(lock, [&] { return state_->status == Status::kDone; });
     }
     if (state_->status == Status::kDone) {
@@ -157,12 +208,11 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
       state_->error = nullptr;
     }
     state_->status = Status::kIdle;
+    state_->abandon = false;
   }
   discarded.reset();
   if (error) std::rethrow_exception(error);
-  if (!order) {
-    order = counted(make_epoch_order(sampler_.options().order_options(), epoch), state_, false);
-  }
+  if (!order) order = counted(state_->build(state_->options, epoch, never), state_, false);
   RankView view(order, resumed, epoch);
 
   if (epoch != UINT64_MAX) {

@@ -62,6 +62,21 @@ void validate(const OrderOptions& options);
 // the permutation cannot be held in memory.
 std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, uint64_t epoch);
 
+// The shuffled torch order's storage, for orders held elsewhere (dist/node_order.h): bytes per
+// position of the materialized permutation, 4 when size <= 2^32 (the indices fit), else 8.
+uint64_t torch_order_element_bytes(uint64_t size);
+
+// Writes the permutation make_epoch_order(options, epoch) materializes for the shuffled torch
+// order to `out` (options.size * torch_order_element_bytes(options.size) bytes, aligned to 8).
+// Throws std::invalid_argument when options is not the shuffled torch order; otherwise the
+// errors of make_epoch_order.
+void build_torch_order(const OrderOptions& options, uint64_t epoch, void* out);
+
+// The torch order over a permutation that build_torch_order wrote into memory owned elsewhere
+// (a shared-memory mapping): `data` must stay valid and unchanged while `keep` is alive.
+std::shared_ptr<const EpochOrder> torch_order_over(uint64_t size, const void* data,
+                                                   std::shared_ptr<const void> keep);
+
 }  // namespace distsampler
 
 #endif  // DISTSAMPLER_ORDER_H_

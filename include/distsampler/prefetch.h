@@ -3,7 +3,9 @@
 #define DISTSAMPLER_PREFETCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "distsampler/sampler.h"
 
@@ -12,6 +14,17 @@ namespace distsampler {
 namespace detail {
 struct PrefetchState;
 }  // namespace detail
+
+// How a PrefetchingSampler gets an epoch's order: make_epoch_order(options, epoch) by default;
+// dist/node_order.h's node_order_builder shares one permutation per node. A builder that waits
+// for another process polls `cancelled` and throws OrderCancelled once it returns true (the
+// sampler is destroyed, or the epoch being built is no longer wanted).
+using OrderBuilder = std::function<std::shared_ptr<const EpochOrder>(
+    const OrderOptions& options, uint64_t epoch, const std::function<bool()>& cancelled)>;
+
+struct OrderCancelled : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // DistributedSampler::epoch without the epoch-boundary stall of the torch order. The torch order
 // materializes torch.randperm, O(n) per epoch (about 1.8 s at n = 10^8 here); while epoch e is
@@ -30,8 +43,10 @@ struct PrefetchState;
 // a time (a training loop). The destructor waits for a running build.
 class PrefetchingSampler {
  public:
-  // `prefetch` false: epoch() builds on demand, exactly as DistributedSampler::epoch.
-  explicit PrefetchingSampler(const SamplerOptions& options, bool prefetch = true);
+  // `prefetch` false: epoch() builds on demand, exactly as DistributedSampler::epoch. `build`
+  // (when given) replaces make_epoch_order for every order, prefetched or not.
+  explicit PrefetchingSampler(const SamplerOptions& options, bool prefetch = true,
+                              OrderBuilder build = {});
   ~PrefetchingSampler();
   PrefetchingSampler(const PrefetchingSampler&) = delete;
   PrefetchingSampler& operator=(const PrefetchingSampler&) = delete;

@@ -27,6 +27,7 @@ Indices are computed in C++ in chunks with the GIL released and handed out throu
 size (PyTorch's order needs the whole permutation on every rank).
 """
 import operator
+import warnings
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -76,6 +77,14 @@ class DistributedSampler(CoreArgs, PassSampler,
         prefetch: build the next epoch's torch permutation on a background thread while an epoch
             is read (same indices; the O(n) build leaves the epoch boundary; costs a second
             permutation's memory). ``False`` builds each epoch's when its pass starts.
+        node_shared: the ranks of a node share one torch permutation per epoch: local rank 0
+            builds it into POSIX shared memory and the others map it read-only (same indices;
+            one permutation's memory per node instead of one per rank). The node group comes
+            from torchrun (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, TORCHELASTIC_RUN_ID,
+            MASTER_ADDR/PORT) or Open MPI (OMPI_COMM_WORLD_LOCAL_RANK/LOCAL_SIZE); every local
+            rank must create the sampler with the same configuration and read the same epochs.
+            Without those variables, or without usable shared memory, each rank builds its own
+            (with a warning). Works with ``prefetch``. Off by default.
         check_agreement: when ``torch.distributed`` is initialized and ``process_group`` has
             ``num_replicas`` ranks, compare the configuration fingerprints of all its ranks
             before the first pass (one ``all_gather_object``, once per sampler; see
@@ -91,7 +100,8 @@ class DistributedSampler(CoreArgs, PassSampler,
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
                  order: str = "torch", auto_epoch: bool = True, randperm: str = "auto",
-                 check_agreement: bool = True, process_group=None, prefetch: bool = True) -> None:
+                 check_agreement: bool = True, process_group=None, prefetch: bool = True,
+                 node_shared: bool = False) -> None:
         # PyTorch's checks and messages, in PyTorch's order.
         if num_replicas is None:
             if not dist.is_available():
@@ -119,6 +129,7 @@ class DistributedSampler(CoreArgs, PassSampler,
                                "randperm": randperm}
         self._rank = int(rank)
         self._prefetch = bool(prefetch)
+        self._node_shared = bool(node_shared)
         self._init_passes(auto_epoch, check_agreement, process_group)
         self._agreed = False        # check_configuration passed once: the config is immutable
 
@@ -151,7 +162,16 @@ class DistributedSampler(CoreArgs, PassSampler,
         the O(n) build. ``hits`` counts passes it served ready."""
         prefetcher = self.__dict__.get("_prefetcher")
         if prefetcher is None:
-            prefetcher = self._prefetcher = _core.PrefetchingSampler(self._core, self._prefetch)
+            node = None
+            if self.__dict__.get("_node_shared"):
+                node = _core.detect_node_group()
+                if node is None:
+                    warnings.warn("node_shared=True but no launcher variables give the node "
+                                  "(torchrun's LOCAL_RANK/LOCAL_WORLD_SIZE, Open MPI's "
+                                  "OMPI_COMM_WORLD_LOCAL_RANK/LOCAL_SIZE): each rank builds its "
+                                  "own permutation", RuntimeWarning, stacklevel=3)
+            prefetcher = self._prefetcher = _core.PrefetchingSampler(self._core, self._prefetch,
+                                                                     node)
         return prefetcher
 
     def _chunks(self, epoch: int, start: int):

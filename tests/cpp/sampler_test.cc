@@ -114,8 +114,9 @@ TEST(Sampler, ForgettingTheEpochRepeatsTheOrderAndAdvancingItChangesIt) {
 
 TEST(Sampler, FillAtAndIterationAgree) {
   for (OrderKind kind : {OrderKind::kTorch, OrderKind::kFeistel}) {
-    for (uint64_t n : {0, 1, 5, 97, 1000}) {
-      for (uint64_t w : {1, 3, 8, 250}) {
+    // 5000 with W = 16, 17, 64: windows longer than the torch gather's prefetch distance.
+    for (uint64_t n : {0, 1, 5, 97, 1000, 5000}) {
+      for (uint64_t w : {1, 3, 8, 16, 17, 64, 250}) {
         for (uint64_t r : {uint64_t{0}, w - 1}) {
           const RankView v = DistributedSampler(options_of(n, w, r, kind)).epoch(3);
           const std::vector<uint64_t> all = indices(v);

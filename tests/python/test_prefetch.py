@@ -54,3 +54,36 @@ def test_loader_workers_forked_while_a_build_runs():
     for epoch in range(3):
         sampler.set_epoch(epoch)
         assert loader_helpers.flat(loader) == sampler.indices(epoch).tolist()
+
+
+def test_node_shared_without_a_launcher_warns_and_builds_per_rank(monkeypatch):
+    import pytest
+    from distsampler import _core
+    for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                 "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    ours = DistributedSampler(range(N), 4, 1, seed=3, node_shared=True)
+    theirs = tud.DistributedSampler(range(N), 4, 1, seed=3)
+    with pytest.warns(RuntimeWarning, match="node_shared=True"):
+        assert list(ours) == list(theirs)
+    assert _core.detect_node_group() is None
+
+
+def test_node_shared_local_ranks_map_the_permutation_local_rank_0_built():
+    import os
+    from distsampler import _core
+    core = _core.DistributedSampler(N, 4, 1, 3, True, False, "torch", _core.RandpermVariant.current)
+    plain = _core.PrefetchingSampler(core, False)
+    job = f"pytest-{os.getpid()}-{time.monotonic_ns()}"
+    builder = _core.PrefetchingSampler(core, False, _core.NodeGroup(job, "n", 0, 2))
+    reader = _core.PrefetchingSampler(core, False, _core.NodeGroup(job, "n", 1, 2, 10.0))
+    before = _core.node_order_counts()
+    for epoch in range(2):
+        # Each local rank asks for an epoch once (the last one to map it unlinks its name).
+        views = [sampler.epoch(epoch) for sampler in (plain, builder, reader)]
+        assert [[view[i] for i in range(len(view))] for view in views[1:]] == \
+            [[views[0][i] for i in range(len(views[0]))]] * 2
+    after = _core.node_order_counts()
+    assert after["built"] - before["built"] == 2
+    assert after["mapped"] - before["mapped"] == 2
+    assert after["fallbacks"] == before["fallbacks"]

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "distsampler/dist/node_order.h"
 #include "distsampler/state.h"
 
 namespace distsampler {
@@ -22,6 +23,14 @@ struct ConfigurationMismatch : std::invalid_argument {
 // (describe_disagreement). Call it before the first batch, so that no rank trains on an order
 // the others do not share. MPI errors are thrown as std::runtime_error.
 void agree_on_configuration(MPI_Comm comm, const Fingerprint& mine);
+
+// Collective over `comm`: this rank's node group for make_node_epoch_order (dist/node_order.h),
+// from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): local rank and size among the ranks of comm
+// that share memory with it, the node named by the lowest rank of comm among them, and a job
+// token that rank 0 of comm draws (host name, process id, clock) and broadcasts, so that no
+// other job's segments are ever taken for this one's. MPI errors are thrown as
+// std::runtime_error.
+NodeGroup node_group(MPI_Comm comm, double timeout_seconds = 300);
 
 }  // namespace distsampler
 

@@ -1,0 +1,76 @@
+// dist/node_order.h: one torch-order permutation per node, in POSIX shared memory.
+#ifndef DISTSAMPLER_DIST_NODE_ORDER_H_
+#define DISTSAMPLER_DIST_NODE_ORDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "distsampler/dist/env.h"
+#include "distsampler/order.h"
+#include "distsampler/prefetch.h"
+
+namespace distsampler {
+
+// The ranks of one node that share their orders, and the job they belong to.
+struct NodeGroup {
+  // The same on every rank of the job, different from any other job's: names the segments, so
+  // that a dead job's leftovers are never taken for this job's.
+  std::string job;
+  // The same on the ranks that share, different between them and the job's other ranks (the
+  // launcher's node rank: two torchrun agents on one host are two nodes).
+  std::string node;
+  uint64_t local_rank = 0;
+  uint64_t local_world_size = 1;
+  // How long a rank waits for local rank 0's permutation before it throws.
+  double timeout_seconds = 300;
+};
+
+// The node group from the launcher's variables, innermost launcher first:
+//   torchrun  LOCAL_RANK, LOCAL_WORLD_SIZE; node GROUP_RANK; job TORCHELASTIC_RUN_ID,
+//             MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT
+//   openmpi   OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE; node
+//   OMPI_COMM_WORLD_NODE_RANK
+//             is not per node, so the node is the host name; job OMPI_MCA_ess_base_jobid or
+//             PMIX_NAMESPACE
+// nullopt when no launcher with a local rank and local world size is found. Throws
+// std::invalid_argument naming the variable when a value is not a decimal integer or
+// local rank >= local world size. Under MPI, dist/mpi.h's node_group() asks the library instead.
+std::optional<NodeGroup> detect_node_group(const EnvLookup& lookup);
+std::optional<NodeGroup> detect_node_group();  // the process environment
+
+// make_epoch_order(options, epoch), the same bits, with the shuffled torch order built once per
+// node: local rank 0 builds it into a POSIX shared-memory object (shm_open; its header holds n,
+// seed, epoch, variant, a checksum, a ready flag and a count of the ranks that mapped it), and
+// the other local ranks wait for the ready flag and map it read-only. The object's name is
+// unlinked as soon as every local rank has mapped it (the memory goes with the last mapping, so
+// a crash after that leaks nothing) and, for names still pending, at the builder's normal exit.
+// Every local rank must ask for the same epochs (as a training loop does).
+//
+// Where shared memory is not available (no /dev/shm, shm_open refused, not enough room), every
+// rank prints one line to stderr and builds its own permutation: same bits, per-rank memory.
+// Throws std::runtime_error when local rank 0 has not published the epoch within
+// group.timeout_seconds (it died, or runs another configuration); otherwise make_epoch_order's
+// errors. Other orders (feistel, unshuffled) are O(1) and built locally. A waiting rank polls
+// `cancelled` (when given) and throws OrderCancelled once it returns true.
+std::shared_ptr<const EpochOrder> make_node_epoch_order(
+    const OrderOptions& options, uint64_t epoch, const NodeGroup& group,
+    const std::function<bool()>& cancelled = {});
+
+// make_node_epoch_order as a PrefetchingSampler's order builder (prefetch.h).
+OrderBuilder node_order_builder(const NodeGroup& group);
+
+// For tests and benchmarks: permutations this process built into shared memory, and those it
+// mapped from another rank.
+struct NodeOrderCounts {
+  uint64_t built = 0;
+  uint64_t mapped = 0;
+  uint64_t fallbacks = 0;  // built per rank because shared memory was not available
+};
+NodeOrderCounts node_order_counts();
+
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_DIST_NODE_ORDER_H_

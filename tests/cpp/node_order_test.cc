@@ -1,0 +1,244 @@
+#include "distsampler/dist/node_order.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "distsampler/prefetch.h"
+#include "distsampler/sampler.h"
+
+namespace distsampler {
+namespace {
+
+EnvLookup env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+OrderOptions torch_options(uint64_t n, int64_t seed = 7) {
+  OrderOptions o;
+  o.size = n;
+  o.seed = Seed(seed);
+  return o;
+}
+
+// The job names the test and the gtest process (forked local ranks share its pid in the name).
+const pid_t kTestProcess = getpid();
+
+NodeGroup group_of(const std::string& job, uint64_t local_rank, uint64_t local_world_size) {
+  NodeGroup g;
+  g.job = job + "-" + std::to_string(kTestProcess);
+  g.node = "test-node";
+  g.local_rank = local_rank;
+  g.local_world_size = local_world_size;
+  g.timeout_seconds = 30;
+  return g;
+}
+
+std::vector<uint64_t> all_of(const EpochOrder& order) {
+  std::vector<uint64_t> out(order.size());
+  order.gather(0, 1, order.size(), out.data());
+  return out;
+}
+
+// Whether make_epoch_order could hold `bytes` (physical memory above it).
+bool make_epoch_order_fits(uint64_t bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 &&
+         static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) >= bytes;
+}
+
+// Names this test's segments start with, left in /dev/shm.
+int leftovers() {
+  int count = 0;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (const dirent* entry = readdir(dir)) {
+      count += std::string(entry->d_name).rfind("distsampler-", 0) == 0;
+    }
+    closedir(dir);
+  }
+  return count;
+}
+
+// Runs body(local_rank) in `ranks` processes (this one is local rank 0); true when every child
+// exited 0.
+template <typename Body>
+bool on_local_ranks(uint64_t ranks, Body body) {
+  std::vector<pid_t> children;
+  std::fflush(nullptr);  // no buffered output duplicated into the children
+  for (uint64_t r = 1; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      bool ok = false;
+      try {
+        ok = body(r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "local rank %d: %s\n", static_cast<int>(r), e.what());
+      }
+      _exit(ok ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  bool ok = body(0);
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+TEST(NodeOrder, DetectsTorchrunAndOpenMpi) {
+  auto g = detect_node_group(env_of({{"LOCAL_RANK", "1"},
+                                     {"LOCAL_WORLD_SIZE", "4"},
+                                     {"GROUP_RANK", "2"},
+                                     {"TORCHELASTIC_RUN_ID", "abc"},
+                                     {"MASTER_PORT", "29500"}}));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->local_rank, 1u);
+  EXPECT_EQ(g->local_world_size, 4u);
+  EXPECT_NE(g->job.find("abc"), std::string::npos);
+  EXPECT_NE(g->node.find("/2"), std::string::npos);
+  auto other_node = detect_node_group(
+      env_of({{"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "3"}}));
+  EXPECT_NE(other_node->node, g->node);
+
+  g = detect_node_group(
+      env_of({{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->local_world_size, 2u);
+  EXPECT_FALSE(detect_node_group(env_of({{"LOCAL_RANK", "0"}})));
+  EXPECT_THROW(detect_node_group(env_of({{"LOCAL_RANK", "4"}, {"LOCAL_WORLD_SIZE", "4"}})),
+               std::invalid_argument);
+  EXPECT_THROW(detect_node_group(env_of({{"LOCAL_RANK", "x"}, {"LOCAL_WORLD_SIZE", "4"}})),
+               std::invalid_argument);
+}
+
+TEST(NodeOrder, FourLocalRanksGetTheSameBitsFromOneBuildPerEpoch) {
+  const int before = leftovers();
+  const OrderOptions options = torch_options(100003);
+  const bool ok = on_local_ranks(4, [&](uint64_t r) {
+    const NodeGroup group = group_of("four", r, 4);
+    const NodeOrderCounts start = node_order_counts();
+    for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+      const auto shared = make_node_epoch_order(options, epoch, group);
+      if (all_of(*shared) != all_of(*make_epoch_order(options, epoch))) return false;
+      if (shared->at(5) != make_epoch_order(options, epoch)->at(5)) return false;
+    }
+    const NodeOrderCounts end = node_order_counts();
+    return end.built - start.built == (r == 0 ? 3u : 0u) &&
+           end.mapped - start.mapped == (r == 0 ? 0u : 3u) && end.fallbacks == start.fallbacks;
+  });
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(leftovers(), before);  // every name unlinked once all four ranks mapped it
+}
+
+TEST(NodeOrder, PrefetchingSamplersShareTheNextEpoch) {
+  const int before = leftovers();
+  const bool ok = on_local_ranks(3, [&](uint64_t r) {
+    SamplerOptions o;
+    o.size = 50000;
+    o.world_size = 6;
+    o.rank = r * 2;
+    o.seed = Seed(3);
+    const NodeGroup group = group_of("prefetch", r, 3);
+    const DistributedSampler plain(o);
+    {
+      PrefetchingSampler sampler(o, true, node_order_builder(group));
+      for (uint64_t epoch = 0; epoch < 4; ++epoch) {
+        const RankView view = sampler.epoch(epoch);
+        const RankView want = plain.epoch(epoch);
+        std::vector<uint64_t> a(view.size()), b(want.size());
+        view.fill(0, a.size(), a.data());
+        want.fill(0, b.size(), b.data());
+        if (a != b) {
+          std::fprintf(stderr, "local rank %d epoch %d: indices differ\n", static_cast<int>(r),
+                       static_cast<int>(epoch));
+          return false;
+        }
+      }
+    }  // rank 0 may exit before building epoch 4, which the others then stop waiting for
+    return true;
+  });
+  EXPECT_TRUE(ok);
+  // Epoch 4's prefetched segment may be pending when a reader cancelled: the builder's exit
+  // unlinks it; here, in the same process, at most that one remains.
+  EXPECT_LE(leftovers(), before + 1);
+}
+
+TEST(NodeOrder, AReaderWithoutABuilderTimesOutWithAClearError) {
+  NodeGroup group = group_of("lonely", 1, 2);
+  group.timeout_seconds = 0.2;
+  try {
+    make_node_epoch_order(torch_options(1000), 0, group);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not publish epoch 0"), std::string::npos) << e.what();
+  }
+  group.timeout_seconds = 60;
+  EXPECT_THROW(make_node_epoch_order(torch_options(1000), 0, group, [] { return true; }),
+               OrderCancelled);
+}
+
+TEST(NodeOrder, ABuilderReplacesALeftoverOfTheSameName) {
+  const OrderOptions options = torch_options(4096);
+  const NodeGroup builder = group_of("leftover", 0, 2);
+  NodeGroup reader = builder;
+  reader.local_rank = 1;
+  auto first = make_node_epoch_order(options, 1, builder);  // never mapped by rank 1: pending
+  auto second = make_node_epoch_order(options, 1, builder);
+  auto mapped = make_node_epoch_order(options, 1, reader);
+  EXPECT_EQ(all_of(*mapped), all_of(*make_epoch_order(options, 1)));
+  EXPECT_EQ(all_of(*first), all_of(*second));
+}
+
+// 2^33 positions of 8 bytes: 64 GiB, more than /dev/shm holds here. Local rank 0 warns and
+// publishes a failed segment, local rank 1 sees it and falls back too; each then builds its own
+// permutation, which here is refused as too large for memory (length_error), as without sharing.
+TEST(NodeOrder, NoRoomInSharedMemoryFallsBackToThePerRankBuildOnEveryRank) {
+  const OrderOptions options = torch_options(uint64_t{1} << 33);
+  const uint64_t bytes = (uint64_t{1} << 33) * 8;
+  struct statvfs fs;
+  if (statvfs("/dev/shm", &fs) != 0 || static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize >= bytes) {
+    GTEST_SKIP() << "/dev/shm missing or holds 64 GiB";
+  }
+  if (make_epoch_order_fits(bytes)) GTEST_SKIP() << "this machine could build it";
+  const int before = leftovers();
+  const bool ok = on_local_ranks(2, [&](uint64_t r) {
+    const NodeOrderCounts start = node_order_counts();
+    try {
+      make_node_epoch_order(options, 0, group_of("full", r, 2));
+      return false;
+    } catch (const std::length_error&) {
+    }
+    return node_order_counts().fallbacks == start.fallbacks + 1;
+  });
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(leftovers(), before);
+}
+
+TEST(NodeOrder, OtherOrdersAndSingleRankNodesAreLocal) {
+  OrderOptions feistel = torch_options(1000);
+  feistel.kind = OrderKind::kFeistel;
+  const NodeOrderCounts start = node_order_counts();
+  const NodeGroup reader = group_of("local", 1, 2);  // would wait, were the order shared
+  EXPECT_EQ(all_of(*make_node_epoch_order(feistel, 0, reader)),
+            all_of(*make_epoch_order(feistel, 0)));
+  EXPECT_EQ(all_of(*make_node_epoch_order(torch_options(1000), 0, group_of("one", 0, 1))),
+            all_of(*make_epoch_order(torch_options(1000), 0)));
+  EXPECT_EQ(node_order_counts().built, start.built);
+}
+
+}  // namespace
+}  // namespace distsampler
