@@ -336,16 +336,28 @@ void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
                                 " is not supported by this build or CPU; allowed: a level for "
                                 "which detail::simd_level_supported is true");
   }
+  if (exact_) {
+    for (uint64_t j = 0; j < count; ++j) out[j] = table_[first + j * stride];
+    return;
+  }
   const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
     case detail::SimdLevel::kAvx512:
-      return gather_avx512(key, first, stride, count, out);
+      gather_avx512(key, first, stride, count, out);
+      break;
     case detail::SimdLevel::kAvx2:
-      return gather_avx2(key, first, stride, count, out);
+      gather_avx2(key, first, stride, count, out);
+      break;
 #endif
     default:
-      return gather_portable(key, first, stride, count, out);
+      gather_portable(key, first, stride, count, out);
+      break;
+  }
+  // Version 2's parity correction (feistel.h), as operator() applies it; a loop the compiler
+  // vectorizes at every level.
+  if (flip_ != 0) {
+    for (uint64_t j = 0; j < count; ++j) out[j] ^= static_cast<uint64_t>(out[j] < 2);
   }
 }
 
