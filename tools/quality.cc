@@ -10,20 +10,21 @@
 // Statistics, per size n (exact moments under a uniform permutation unless said):
 //   perm chi2     n <= 10: counts of each of the n! permutations (Lehmer rank), Pearson's
 //                 statistic; mean n! - 1, variance 2 (n! - 1)(1 - 1/N) for N draws (exact for a
-//                 uniform multinomial, so sparse cells are fine).
+//                 uniform multinomial, so sparse cells are fine), as a chi-square of n! - 1.
 //   parity        P(odd) against 1/2.
 //   cycles        mean cycle count against H_n, variance sum 1/k - 1/k^2.
 //   fixed points  mean 1, variance 1 (n >= 2).
 //   inversions    per trial standardized (mean m(m-1)/4, variance m(m-1)(2m+5)/72), on the first
 //                 m = min(n, 65536) positions (their values' relative order is uniform too).
-//   serial        lag L = 1..10 correlation of p(i), p(i + L), and of the inverse: each lag's
-//                 mean against -1/(n - 1) with the sample variance (a t statistic), the lags'
-//                 z^2 summed into a chi-square of 10 degrees of freedom.
+//   serial        lag L = 1..10, 16, 32, ..., 256 (below n - 1) correlation of p(i), p(i + L),
+//                 and of the inverse: each lag's mean against -1/(n - 1) with the sample variance
+//                 (a t statistic), the lags' z^2 summed into a chi-square, one degree per lag.
 //   elem x pos    n <= 1000: the n x n counts of (position, element) over T trials; Pearson's
 //                 statistic equals n^2 - nT + (2n/T) sum over trial pairs of their agreements, so
 //                 its mean is n(n - 1) and its variance 2 n^2 (T - 1)/T (pairwise independent
-//                 fixed-point counts). n > 1000: 64 x 64 bins, each trial a hypergeometric
-//                 table, chi-square with 63^2 degrees of freedom scaled by n/(n - 1).
+//                 fixed-point counts): a chi-square of (n - 1)^2 scaled by n/(n - 1). n > 1000: 64
+//                 x 64 bins, each trial a hypergeometric table, chi-square with 63^2 degrees of
+//                 freedom scaled by n/(n - 1).
 //   related keys  positions where the order agrees with the order of a related key: epoch + 1,
 //                 seed + 1, seed + 2^32, size n + 1 (first n positions; mean n/(n + 1)), and
 //                 (seed + 1, epoch) against (seed, epoch + 1); mean 1, variance 1 for unrelated.
@@ -205,7 +206,10 @@ struct Result {
   double z[kGenerators];
 };
 
-constexpr int kLags = 10;
+// Lags 1..10, then 16, 32, ..., 256: a power of two is the distance between values that differ
+// in one bit (a network over bits mixes some bits more slowly than others).
+constexpr int kLags = 15;
+constexpr uint64_t lag_of(int k) { return k < 10 ? k + 1 : uint64_t{16} << (k - 10); }
 constexpr int kBins = 64;
 constexpr int kRanks = 8, kClasses = 10;
 constexpr uint64_t kInversionPrefix = 65536;
@@ -262,12 +266,13 @@ void add_trial(Accumulator& a, const std::vector<uint64_t>& p, std::vector<uint6
   const double var = (static_cast<double>(n) * static_cast<double>(n) - 1) / 12;
   for (int which = 0; which < 2 && n >= 3; ++which) {
     const std::vector<uint64_t>& q = which == 0 ? p : inverse;
-    for (int lag = 1; lag <= kLags && static_cast<uint64_t>(lag) < n - 1; ++lag) {
+    for (int k = 0; k < kLags && lag_of(k) < n - 1; ++k) {
+      const uint64_t lag = lag_of(k);
       double s = 0;
       for (uint64_t i = 0; i + lag < n; ++i) {
         s += (static_cast<double>(q[i]) - mu) * (static_cast<double>(q[i + lag]) - mu);
       }
-      a.serial[which][lag - 1].add(s / (static_cast<double>(n - lag) * var));
+      a.serial[which][k].add(s / (static_cast<double>(n - lag) * var));
     }
   }
   // Element x position.
@@ -306,7 +311,7 @@ std::vector<Result> finish(const Accumulator& a, uint64_t trials) {
     double chi2 = 0;
     for (uint64_t c : a.exhaustive) chi2 += (c - e) * (c - e) / e;
     row("perm chi2 (" + std::to_string(static_cast<uint64_t>(cells)) + " cells)",
-        (chi2 - (cells - 1)) / std::sqrt(2 * (cells - 1) * (1 - 1 / T)));
+        chi2_z(chi2, cells - 1));
   }
   if (n >= 2) row("parity P(odd)", (static_cast<double>(a.odd) - T / 2) / std::sqrt(T / 4));
   double cycle_var = 0;
@@ -317,22 +322,25 @@ std::vector<Result> finish(const Accumulator& a, uint64_t trials) {
   for (int which = 0; which < 2 && n >= 3; ++which) {
     double chi2 = 0;
     int lags = 0;
-    for (int lag = 1; lag <= kLags && static_cast<uint64_t>(lag) < n - 1; ++lag) {
-      const double z = a.serial[which][lag - 1].z(-1.0 / (static_cast<double>(n) - 1));
+    for (int k = 0; k < kLags && lag_of(k) < n - 1; ++k) {
+      const double z = a.serial[which][k].z(-1.0 / (static_cast<double>(n) - 1));
       chi2 += z * z;
       ++lags;
     }
-    row(std::string(which == 0 ? "serial lag 1.." : "inverse serial lag 1..") +
-            std::to_string(lags),
+    const std::string last = std::to_string(lag_of(lags - 1));
+    row(std::string(which == 0 ? "serial" : "inverse serial") + " lags 1.." +
+            (lags > 10 ? "10, 16.." : "") + last,
         chi2_z(chi2, lags));
   }
   if (n <= 1000) {
     const double e = T / static_cast<double>(n);
     double chi2 = 0;
     for (uint32_t c : a.matrix) chi2 += (c - e) * (c - e) / e;
+    // Mean n(n - 1), variance 2 n^2 (T - 1)/T: that of a chi-square of (n - 1)^2 degrees of
+    // freedom scaled by n/(n - 1), up to (T - 1)/T; the cube root handles the skew at small n.
     const double nd = static_cast<double>(n);
     row("elem x pos (" + std::to_string(n) + "^2)",
-        (chi2 - nd * (nd - 1)) / (nd * std::sqrt(2 * (T - 1) / T)));
+        chi2_z(chi2 * (nd - 1) / nd, (nd - 1) * (nd - 1)));
   } else {
     double chi2 = 0;
     for (int b = 0; b < kBins; ++b) {

@@ -306,7 +306,9 @@ TEST(Feistel, RejectsBadArguments) {
   EXPECT_THROW(FeistelPermutation(10, 0, 0, 8, 3), std::invalid_argument);
   EXPECT_THROW(FeistelPermutation(10, 0, 0, 8, 1).at(10), std::out_of_range);
   EXPECT_EQ(FeistelPermutation(64, 0, 0, 3).rounds(), FeistelPermutation::kSmallSizeRounds);
-  EXPECT_EQ(FeistelPermutation(65, 0, 0, 3).rounds(), 3);
+  EXPECT_EQ(FeistelPermutation(65, 0, 0, 3, 1).rounds(), 3);
+  EXPECT_EQ(FeistelPermutation(65536, 0, 0, 3, 2).rounds(), FeistelPermutation::kSmallSizeRounds);
+  EXPECT_EQ(FeistelPermutation(65537, 0, 0, 3, 2).rounds(), 3);
   EXPECT_NO_THROW(FeistelPermutation(uint64_t{1} << 63, 0, 0));
 }
 
