@@ -396,21 +396,24 @@ class DistributedBatchSampler(_BatchSamplerBase):
     the random-access ``"feistel"``) is cut into batches of ``batch_size`` and the batches are
     dealt to ranks, so the list of batches does not depend on the world size. Each rank gets
     ceil(batches / W) batches (the last round wrapping around to the first batches), or with
-    ``drop_last`` floor(full batches / W). Use as ``DataLoader(dataset, batch_sampler=...)``."""
+    ``drop_last`` floor(full batches / W). Use as ``DataLoader(dataset, batch_sampler=...)``.
+    ``feistel_version``: as distsampler.torch.DistributedSampler's."""
 
     def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
                  randperm: str = "auto", check_agreement: bool = True,
-                 process_group=None) -> None:
+                 process_group=None, feistel_version: int = 2) -> None:
         super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
                          process_group)
         self.dataset, self.shuffle, self.seed = dataset, bool(shuffle), seed
         self.order = check_order(order)
+        self.feistel_version = check_feistel_version(feistel_version)
         self._built_size = len(dataset)
         self._randperm = _randperm(randperm)
         # Validates seed, order and sizes now, without building a shuffled order.
-        _core.make_epoch_order(len(dataset), operator.index(seed), False, order, self._randperm, 0)
+        _core.make_epoch_order(len(dataset), operator.index(seed), False, order, self._randperm, 0,
+                               feistel_version=self.feistel_version)
         len(self)
 
     def _size(self) -> int:
@@ -421,13 +424,17 @@ class DistributedBatchSampler(_BatchSamplerBase):
 
     def _order(self, epoch: int):
         return _core.make_epoch_order(self._built_size, operator.index(self.seed), self.shuffle,
-                                      self.order, self._randperm, epoch)
+                                      self.order, self._randperm, epoch,
+                                      feistel_version=self.feistel_version)
 
     def _config(self) -> Dict[str, Any]:
+        # feistel_version only where it is 2 (see feistel_version_entry): older states lack it.
+        version = {"feistel_version": 2} if (self.order == "feistel" and self.shuffle
+                                             and self.feistel_version == 2) else {}
         return {"size": self._built_size, "batch_size": self.batch_size,
                 "seed": operator.index(self.seed), "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "order": self.order,
-                "randperm": self._randperm.name}
+                "randperm": self._randperm.name, **version}
 
 
 class BucketedBatchSampler(_BatchSamplerBase):
