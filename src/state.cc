@@ -96,9 +96,9 @@ void check_normalized(const Fingerprint& f) {
     fail("feistel_rounds = " + std::to_string(f.feistel_rounds) +
          " with order torch; allowed: 0 (rounds apply to the feistel order only)");
   }
-  if (f.order == OrderKind::kTorch && f.feistel_version != 0) {
+  if (f.order == OrderKind::kTorch && f.feistel_version != FeistelPermutation::kVersion1) {
     fail("feistel_version = " + std::to_string(f.feistel_version) +
-         " with order torch; allowed: 0 (the version applies to the feistel order only)");
+         " with order torch; allowed: 1 (the version applies to the feistel order only)");
   }
   if (f.order == OrderKind::kFeistel) {
     if (f.feistel_version != FeistelPermutation::kVersion1 &&
@@ -402,7 +402,7 @@ SamplerState decode_state(std::string_view bytes) {
   f.drop_last = (flags & 2) != 0;
   f.uneven = (flags & 8) != 0;
   f.feistel_rounds = static_cast<int>(get(bytes, 19, 1));
-  if (f.order == OrderKind::kFeistel) f.feistel_version = feistel_version == 2 ? 2 : 1;
+  f.feistel_version = feistel_version == 2 ? 2 : 1;
   f.size = get(bytes, 24, 8);
   const uint64_t seed_bits = get(bytes, 32, 8);
   const bool negative = (flags & 4) != 0;
@@ -482,8 +482,6 @@ SamplerState state_from_json(std::string_view json) {
            "; allowed: 2 with order feistel (absent means version 1)");
     }
     f.feistel_version = 2;
-  } else if (f.order == OrderKind::kFeistel) {
-    f.feistel_version = 1;
   }
   s.epoch = o.take_u64("epoch");
   s.consumed = o.take_u64("consumed");

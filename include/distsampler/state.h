@@ -23,7 +23,7 @@ inline constexpr uint32_t kOrderAlgorithmVersion = 1;
 // What all ranks of a job, and a job and its checkpoint, must agree on. The world size and the
 // rank are deliberately absent: a checkpoint resumes on any number of ranks. Fields that do not
 // apply to the order are normalized (randperm is kCurrent unless order is kTorch, feistel_rounds
-// and feistel_version are 0 unless order is kFeistel), so equal fingerprints mean equal orders.
+// is 0 unless order is kFeistel, feistel_version 1), so equal fingerprints mean equal orders.
 struct Fingerprint {
   uint32_t algorithm_version = kOrderAlgorithmVersion;
   uint64_t size = 0;
@@ -34,9 +34,9 @@ struct Fingerprint {
   OrderKind order = OrderKind::kTorch;
   RandpermVariant randperm = RandpermVariant::kCurrent;
   int feistel_rounds = 0;
-  // 1 or 2 for the feistel order (FeistelPermutation versions), 0 otherwise. States written
-  // before version 2 existed carry none and mean 1.
-  int feistel_version = 0;
+  // The FeistelPermutation version of the feistel order, 1 or 2; 1 for the torch order (where it
+  // means nothing). 1 is also what states written before version 2 existed mean: they carry none.
+  int feistel_version = 1;
 
   friend bool operator==(const Fingerprint& a, const Fingerprint& b);
   friend bool operator!=(const Fingerprint& a, const Fingerprint& b) { return !(a == b); }

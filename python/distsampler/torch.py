@@ -140,7 +140,7 @@ class DistributedSampler(CoreArgs, PassSampler,
     num_samples = property(lambda self: self._core.num_samples)
     total_size = property(lambda self: self._core.total_size)
     order = property(lambda self: self._config_fields["order"])
-    # 1 or 2 with the feistel order, 0 with the torch order (as in the fingerprint).
+    # 1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint).
     feistel_version = property(lambda self: _core.fingerprint(self._core).feistel_version)
 
     def _remaining(self, start: int) -> int:

@@ -49,7 +49,7 @@ def test_encoding_matches_the_format_description(trial):
     torch_order = config["order"] == "torch"
     randperm = config["randperm"].name if torch_order else "current"
     rounds = 0 if torch_order else 8
-    version = 0 if torch_order else config["feistel_version"]
+    version = 1 if torch_order else config["feistel_version"]
     expected = independent_encoding(config["size"], config["seed"], config["shuffle"],
                                     config["drop_last"], False, config["order"], randperm,
                                     rounds, epoch, consumed, version)

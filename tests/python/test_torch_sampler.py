@@ -497,7 +497,7 @@ def test_feistel_order_matches_the_cli(cli, version):
 def test_feistel_version_2_is_the_default_and_differs_from_version_1():
     v2 = DistributedSampler(range(1000), 1, 0, seed=3, order="feistel")
     v1 = DistributedSampler(range(1000), 1, 0, seed=3, order="feistel", feistel_version=1)
-    assert v2.feistel_version == 2 and DistributedSampler(range(5), 1, 0).feistel_version == 0
+    assert v2.feistel_version == 2 and DistributedSampler(range(5), 1, 0).feistel_version == 1
     assert sum(a == b for a, b in zip(v1, v2)) < 10
     for bad in (0, 3, "2", 2.0):
         with pytest.raises(ValueError, match="feistel_version = .* allowed: 1, 2"):
