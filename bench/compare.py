@@ -276,10 +276,11 @@ def main():
             continue
         ns = 1e9 / b["items_per_second"]
         name = b["name"]
-        m = re.match(r"BM_FeistelGather/(\d)/(\d+)/(\d+)", name)
+        m = re.match(r"BM_FeistelGather(V2)?/(\d)/(\d+)/(\d+)", name)
         if m:
-            name = (f"feistel gather, {levels[m.group(1)]}, n = {m.group(2)}, "
-                    f"stride {m.group(3)}")
+            version = "v2" if m.group(1) else "v1"
+            name = (f"feistel {version} gather, {levels[m.group(2)]}, n = {m.group(3)}, "
+                    f"stride {m.group(4)}")
         m = re.match(r"BM_TorchGather/(\d+)/(\d+)", name)
         if m:  # CliBinary torch, by contrast, builds a permutation of 16 M per call
             name = f"torch gather alone (permutation built), n = {m.group(1)}, W = {m.group(2)}"

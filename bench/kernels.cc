@@ -34,8 +34,9 @@ void BM_PlainWrite(benchmark::State& state) {
 BENCHMARK(BM_PlainWrite);
 
 // Materializing a window of one rank's positions: gather(first, stride = W, kWindow).
-// Arguments: SIMD level, n, stride.
-void BM_FeistelGather(benchmark::State& state) {
+// Arguments: SIMD level, n, stride. BM_FeistelGather is version 1 (the rows of earlier runs),
+// BM_FeistelGatherV2 version 2, the default.
+void feistel_gather(benchmark::State& state, int version) {
   const auto level = static_cast<detail::SimdLevel>(state.range(0));
   if (!detail::simd_level_supported(level)) {
     state.SkipWithError("SIMD level not supported on this CPU");
@@ -43,7 +44,7 @@ void BM_FeistelGather(benchmark::State& state) {
   }
   const uint64_t n = static_cast<uint64_t>(state.range(1));
   const uint64_t stride = static_cast<uint64_t>(state.range(2));
-  const FeistelPermutation p(n, 0, 0);
+  const FeistelPermutation p(n, 0, 0, FeistelPermutation::kDefaultRounds, version);
   std::vector<uint64_t> out(kWindow);
   uint64_t first = 0;
   for (auto _ : state) {
@@ -54,6 +55,8 @@ void BM_FeistelGather(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kWindow));
 }
+void BM_FeistelGather(benchmark::State& state) { feistel_gather(state, 1); }
+void BM_FeistelGatherV2(benchmark::State& state) { feistel_gather(state, 2); }
 void gather_args(benchmark::internal::Benchmark* b) {
   for (int level : {0, 1, 2}) {
     for (int64_t n :
@@ -64,11 +67,12 @@ void gather_args(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_FeistelGather)->Apply(gather_args);
+BENCHMARK(BM_FeistelGatherV2)->Apply(gather_args);
 
 // Latency of one position: each call's input depends on the previous output.
-void BM_FeistelRandomAccess(benchmark::State& state) {
+void feistel_random_access(benchmark::State& state, int version) {
   const uint64_t n = static_cast<uint64_t>(state.range(0));
-  const FeistelPermutation p(n, 0, 0);
+  const FeistelPermutation p(n, 0, 0, FeistelPermutation::kDefaultRounds, version);
   uint64_t x = n / 3;
   for (auto _ : state) {
     x = p(x);
@@ -76,7 +80,10 @@ void BM_FeistelRandomAccess(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
+void BM_FeistelRandomAccess(benchmark::State& state) { feistel_random_access(state, 1); }
+void BM_FeistelRandomAccessV2(benchmark::State& state) { feistel_random_access(state, 2); }
 BENCHMARK(BM_FeistelRandomAccess)->Arg(100000000)->Arg(int64_t{1} << 40);
+BENCHMARK(BM_FeistelRandomAccessV2)->Arg(100000000)->Arg(int64_t{1} << 40);
 
 // The same through the sampler: rank 3 of 8, view[i] at pseudorandom i (virtual call, partition).
 void BM_RankViewRandomAccess(benchmark::State& state) {

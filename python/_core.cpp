@@ -45,7 +45,8 @@ py::int_ from_seed(const Seed& seed) {
 
 DistributedSampler make_sampler(uint64_t size, uint64_t world_size, uint64_t rank,
                                 const py::int_& seed, bool shuffle, bool drop_last,
-                                const std::string& order, RandpermVariant randperm, bool uneven) {
+                                const std::string& order, RandpermVariant randperm, bool uneven,
+                                int feistel_version) {
   SamplerOptions options;
   options.size = size;
   options.world_size = world_size;
@@ -56,6 +57,7 @@ DistributedSampler make_sampler(uint64_t size, uint64_t world_size, uint64_t ran
   options.order = parse_order_kind(order, "order");
   options.randperm = randperm;
   options.uneven = uneven;
+  options.feistel_version = feistel_version;
   return DistributedSampler(options);
 }
 
@@ -106,14 +108,16 @@ void bind_state(py::module_& m) {
       .def_property_readonly("randperm",
                              [](const Fingerprint& f) { return field_value(f, "randperm"); })
       .def_readonly("feistel_rounds", &Fingerprint::feistel_rounds)
+      .def_readonly("feistel_version", &Fingerprint::feistel_version)
       .def("field_value", &field_value, py::arg("field"),
            "A field's value as text ('torch', 'true', '-3', ...)")
       .def(py::self == py::self)
       .def(py::self != py::self)
       .def("__repr__", [](const Fingerprint& f) {
         std::string text;
-        for (const char* name : {"algorithm_version", "size", "seed", "shuffle", "drop_last",
-                                 "uneven", "order", "randperm", "feistel_rounds"}) {
+        for (const char* name :
+             {"algorithm_version", "size", "seed", "shuffle", "drop_last", "uneven", "order",
+              "randperm", "feistel_rounds", "feistel_version"}) {
           text += (text.empty() ? "" : ", ") + std::string(name) + "=" + field_value(f, name);
         }
         return "Fingerprint(" + text + ")";
@@ -201,7 +205,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<DistributedSampler>(m, "DistributedSampler")
       .def(py::init(&make_sampler), py::arg("size"), py::arg("world_size"), py::arg("rank"),
            py::arg("seed"), py::arg("shuffle"), py::arg("drop_last"), py::arg("order"),
-           py::arg("randperm"), py::arg("uneven") = false)
+           py::arg("randperm"), py::arg("uneven") = false,
+           py::arg("feistel_version") = FeistelPermutation::kDefaultVersion)
       .def_property_readonly("num_samples", &DistributedSampler::num_samples)
       .def_property_readonly("total_size", &DistributedSampler::total_size)
       .def_property_readonly(
@@ -314,15 +319,16 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "make_epoch_order",
       [](uint64_t size, const py::int_& seed, bool shuffle, const std::string& order,
-         RandpermVariant randperm, uint64_t epoch) {
-        const OrderOptions options{size,     to_seed(seed),
-                                   shuffle,  parse_order_kind(order),
-                                   randperm, FeistelPermutation::kDefaultRounds};
+         RandpermVariant randperm, uint64_t epoch, int feistel_version) {
+        const OrderOptions options{size,           to_seed(seed),
+                                   shuffle,        parse_order_kind(order),
+                                   randperm,       FeistelPermutation::kDefaultRounds,
+                                   feistel_version};
         py::gil_scoped_release release;
         return to_holder(make_epoch_order(options, epoch));
       },
       py::arg("size"), py::arg("seed"), py::arg("shuffle"), py::arg("order"), py::arg("randperm"),
-      py::arg("epoch"));
+      py::arg("epoch"), py::arg("feistel_version") = FeistelPermutation::kDefaultVersion);
   m.def(
       "make_shard_order",
       [](const Array<uint64_t>& shard_sizes, uint64_t window, const py::int_& seed,

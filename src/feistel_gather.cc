@@ -52,7 +52,14 @@ struct Key {
   uint32_t left_mask;
   uint32_t right_mask;
   const uint32_t* keys;
+  uint64_t flip;  // version 2's parity swap of the values 0 and 1 (0 or 1; always 0 in version 1)
 };
+
+// The value stored for an encrypted v: v itself, or with the parity swap applied. Values >= n (>=
+// 2) are unchanged, so a lane still walking reads back what it wrote; the rest are final.
+DISTSAMPLER_ALWAYS_INLINE uint64_t correct_parity(uint64_t v, uint64_t flip) {
+  return v ^ (flip & static_cast<uint64_t>((v >> 1) == 0));
+}
 
 // Runs every round on lanes [0, round_up_to_step(count)) of (left, right).
 DISTSAMPLER_ALWAYS_INLINE void encrypt_lanes(const Key& key, uint32_t* left, uint32_t* right,
@@ -135,7 +142,7 @@ DISTSAMPLER_ALWAYS_INLINE void gather_window(const Key& key, uint64_t first, uin
     encrypt_lanes(key, left, right, lanes);
     for (int i = 0; i < lanes; ++i) value[i] = (static_cast<uint64_t>(left[i]) << rb) | right[i];
     for (int i = 0; i < lanes; ++i) {
-      out[position[i]] = value[i];
+      out[position[i]] = correct_parity(value[i], key.flip);
       DISTSAMPLER_SCALAR_LOOP();
     }
     Compact::run(value, position, 0, lanes, n, q);
@@ -152,7 +159,9 @@ DISTSAMPLER_ALWAYS_INLINE void gather_window(const Key& key, uint64_t first, uin
     }
     encrypt_lanes(key, left, right, lanes);
     uint64_t* o = out + base;
-    for (int j = 0; j < lanes; ++j) o[j] = (static_cast<uint64_t>(left[j]) << rb) | right[j];
+    for (int j = 0; j < lanes; ++j) {
+      o[j] = correct_parity((static_cast<uint64_t>(left[j]) << rb) | right[j], key.flip);
+    }
     if (!walks) continue;
     // Cycle walking, batched across blocks so that its passes are full vectors too. The lanes of
     // the previous block are queued, not this one's: their stores have long retired.
@@ -336,16 +345,23 @@ void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
                                 " is not supported by this build or CPU; allowed: a level for "
                                 "which detail::simd_level_supported is true");
   }
-  const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_};
+  if (exact_) {
+    for (uint64_t j = 0; j < count; ++j) out[j] = table_[first + j * stride];
+    return;
+  }
+  const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_, flip_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
     case detail::SimdLevel::kAvx512:
-      return gather_avx512(key, first, stride, count, out);
+      gather_avx512(key, first, stride, count, out);
+      break;
     case detail::SimdLevel::kAvx2:
-      return gather_avx2(key, first, stride, count, out);
+      gather_avx2(key, first, stride, count, out);
+      break;
 #endif
     default:
-      return gather_portable(key, first, stride, count, out);
+      gather_portable(key, first, stride, count, out);
+      break;
   }
 }
 

@@ -105,8 +105,8 @@ constexpr bool fits_32_bits(uint64_t n) { return n <= (uint64_t{1} << 32); }
 
 class FeistelOrder final : public EpochOrder {
  public:
-  FeistelOrder(uint64_t n, uint64_t seed, uint64_t epoch, int rounds)
-      : EpochOrder(n), perm_(n, seed, epoch, rounds) {}
+  FeistelOrder(uint64_t n, uint64_t seed, uint64_t epoch, int rounds, int version)
+      : EpochOrder(n), perm_(n, seed, epoch, rounds, version) {}
   uint64_t at(uint64_t position) const override { return perm_(position); }
   void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out) const override {
     perm_.gather(first, stride, count, out);
@@ -155,6 +155,11 @@ void validate(const OrderOptions& options) {
                                 " is out of range; allowed: 1 <= feistel_rounds <= " +
                                 std::to_string(FeistelPermutation::kMaxRounds));
   }
+  if (options.feistel_version != FeistelPermutation::kVersion1 &&
+      options.feistel_version != FeistelPermutation::kVersion2) {
+    throw std::invalid_argument("feistel_version = " + std::to_string(options.feistel_version) +
+                                " is not a version; allowed: 1, 2");
+  }
 }
 
 std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, uint64_t epoch) {
@@ -168,7 +173,8 @@ std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, 
       return make_torch_order<uint64_t>(n, seed, options.randperm);
     }
     case OrderKind::kFeistel:
-      return std::make_shared<FeistelOrder>(n, options.seed.bits(), epoch, options.feistel_rounds);
+      return std::make_shared<FeistelOrder>(n, options.seed.bits(), epoch, options.feistel_rounds,
+                                            options.feistel_version);
   }
   throw std::logic_error("unreachable: validated order kind");
 }

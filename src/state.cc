@@ -10,7 +10,9 @@
 //  18  flags                 u8  (bit 0 shuffle, bit 1 drop_last, bit 2 seed negative,
 //                                 bit 3 uneven; others 0)
 //  19  feistel rounds        u8  (1..32 for feistel, 0 otherwise)
-//  20  reserved              u32 (0)
+//  20  feistel version       u8  (2 for feistel version 2; 0 otherwise: feistel version 1, or
+//                                 not feistel; states from before version 2 hold 0 here)
+//  21  reserved              u8 x 3 (0)
 //  24  size                  u64
 //  32  seed bits             u64 (two's complement)
 //  40  epoch                 u64
@@ -38,9 +40,9 @@ namespace {
 
 constexpr char kMagic[8] = {'D', 'S', 'S', 'T', 'A', 'T', 'E', '\0'};
 constexpr uint64_t kMaxSize = uint64_t{1} << 63;
-constexpr const char* kFieldNames[] = {"algorithm_version", "size",   "seed",  "shuffle",
-                                       "drop_last",         "uneven", "order", "randperm",
-                                       "feistel_rounds"};
+constexpr const char* kFieldNames[] = {"algorithm_version", "size",           "seed",  "shuffle",
+                                       "drop_last",         "uneven",         "order", "randperm",
+                                       "feistel_rounds",    "feistel_version"};
 
 constexpr std::array<uint32_t, 256> make_crc_table() {
   std::array<uint32_t, 256> table{};
@@ -112,7 +114,16 @@ void check_normalized(const Fingerprint& f) {
     fail("feistel_rounds = " + std::to_string(f.feistel_rounds) +
          " with order torch; allowed: 0 (rounds apply to the feistel order only)");
   }
+  if (f.order == OrderKind::kTorch && f.feistel_version != FeistelPermutation::kVersion1) {
+    fail("feistel_version = " + std::to_string(f.feistel_version) +
+         " with order torch; allowed: 1 (the version applies to the feistel order only)");
+  }
   if (f.order == OrderKind::kFeistel) {
+    if (f.feistel_version != FeistelPermutation::kVersion1 &&
+        f.feistel_version != FeistelPermutation::kVersion2) {
+      fail("feistel_version = " + std::to_string(f.feistel_version) +
+           " is not supported; allowed: 1, 2");
+    }
     if (f.feistel_rounds < 1 || f.feistel_rounds > FeistelPermutation::kMaxRounds) {
       fail("feistel_rounds = " + std::to_string(f.feistel_rounds) +
            " is out of range; allowed: 1 <= feistel_rounds <= 32");
@@ -284,7 +295,10 @@ Fingerprint fingerprint(const SamplerOptions& options) {
   f.uneven = options.uneven;
   f.order = options.order;
   if (options.order == OrderKind::kTorch) f.randperm = options.randperm;
-  if (options.order == OrderKind::kFeistel) f.feistel_rounds = options.feistel_rounds;
+  if (options.order == OrderKind::kFeistel) {
+    f.feistel_rounds = options.feistel_rounds;
+    f.feistel_version = options.feistel_version;
+  }
   return f;
 }
 
@@ -298,6 +312,7 @@ std::string field_value(const Fingerprint& f, std::string_view field) {
   if (field == "order") return std::string(to_string(f.order));
   if (field == "randperm") return randperm_name(f.randperm);
   if (field == "feistel_rounds") return std::to_string(f.feistel_rounds);
+  if (field == "feistel_version") return std::to_string(f.feistel_version);
   throw std::invalid_argument("field = '" + std::string(field) + "' is not a fingerprint field");
 }
 
@@ -365,7 +380,8 @@ std::string encode_state(const SamplerState& state) {
           (f.uneven ? 8 : 0),
       1);
   put(out, static_cast<uint64_t>(f.feistel_rounds), 1);
-  put(out, 0, 4);
+  put(out, f.feistel_version == FeistelPermutation::kVersion2 ? 2 : 0, 1);
+  put(out, 0, 3);
   put(out, f.size, 8);
   put(out, f.seed.bits(), 8);
   put(out, state.epoch, 8);
@@ -413,13 +429,19 @@ SamplerState decode_state(std::string_view bytes) {
     fail("randperm = " + std::to_string(randperm) + "; allowed: 0 (current), 1 (classic)");
   }
   if (flags > 15) fail("flags = " + std::to_string(flags) + " has unknown bits; allowed: 0..15");
-  if (get(bytes, 20, 4) != 0) fail("reserved bytes 20..23 are not zero");
+  const uint64_t feistel_version = get(bytes, 20, 1);
+  if (feistel_version != 0 && !(feistel_version == 2 && order == 1)) {
+    fail("feistel version byte = " + std::to_string(feistel_version) +
+         "; allowed: 0 (version 1, or not feistel), 2 (feistel version 2)");
+  }
+  if (get(bytes, 21, 3) != 0) fail("reserved bytes 21..23 are not zero");
   f.order = order == 1 ? OrderKind::kFeistel : OrderKind::kTorch;
   f.randperm = randperm == 1 ? RandpermVariant::kClassic : RandpermVariant::kCurrent;
   f.shuffle = (flags & 1) != 0;
   f.drop_last = (flags & 2) != 0;
   f.uneven = (flags & 8) != 0;
   f.feistel_rounds = static_cast<int>(get(bytes, 19, 1));
+  f.feistel_version = feistel_version == 2 ? 2 : 1;
   f.size = get(bytes, 24, 8);
   const uint64_t seed_bits = get(bytes, 32, 8);
   const bool negative = (flags & 4) != 0;
@@ -445,6 +467,8 @@ std::string state_to_json(const SamplerState& state) {
   j += ", \"order\": \"" + std::string(to_string(f.order)) + "\"";
   j += std::string(", \"randperm\": \"") + randperm_name(f.randperm) + "\"";
   j += ", \"feistel_rounds\": " + std::to_string(f.feistel_rounds);
+  // Absent means 1 (see state.h), so version-1 states read as before everywhere.
+  if (f.feistel_version == FeistelPermutation::kVersion2) j += ", \"feistel_version\": 2";
   j += ", \"epoch\": " + std::to_string(state.epoch);
   j += ", \"consumed\": " + std::to_string(state.consumed);
   j += ", \"crc32\": " + std::to_string(get(bytes, 56, 4)) + "}";
@@ -489,6 +513,14 @@ SamplerState state_from_json(std::string_view json) {
   const uint64_t rounds = o.take_u64("feistel_rounds");
   if (rounds > 255) fail("JSON feistel_rounds = " + std::to_string(rounds) + " is out of range");
   f.feistel_rounds = static_cast<int>(rounds);
+  if (o.has("feistel_version")) {
+    const uint64_t version = o.take_u64("feistel_version");
+    if (version != 2 || f.order != OrderKind::kFeistel) {
+      fail("JSON feistel_version = " + std::to_string(version) +
+           "; allowed: 2 with order feistel (absent means version 1)");
+    }
+    f.feistel_version = 2;
+  }
   s.epoch = o.take_u64("epoch");
   s.consumed = o.take_u64("consumed");
   const uint64_t stored = o.take_u64("crc32");

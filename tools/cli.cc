@@ -48,6 +48,9 @@ flags:
                      (random access, O(1) memory) (default torch)
   --randperm V       torch order only: current (PyTorch >= 2.6 for N >= 214748364) or classic
                      (PyTorch <= 2.5, e.g. Debian's 1.13) (default current)
+  --feistel-version V
+                     feistel order only: 2 (uniform parity, exact small sizes, the size in
+                     the key) or 1 (the order of releases before it, bit for bit) (default 2)
   --no-shuffle       the identity order 0, 1, ..., N - 1
   --drop-last        drop the tail instead of padding by wrap-around
   --uneven           duplicate-free evaluation: no padding, rank sizes differ by at most one
@@ -80,7 +83,8 @@ flags:
                           positions the first job reads
   --resume-world-size W2  ranks of the resumed job, 1 <= W2 <= 65536
   --cut-epoch K           the epoch the cut is in (default 0)
-  --seed, --order, --randperm, --no-shuffle, --drop-last   as for `distsampler indices`
+  --seed, --order, --randperm, --feistel-version, --no-shuffle, --drop-last
+                          as for `distsampler indices`
   --break overlap|gap     self-test: resume one position early (overlap) or late (gap), as a
                           checkpoint that miscounts would; the audit must then fail, unless the
                           shifted plan happens to be harmless (its wrap lands on the same padding)
@@ -199,6 +203,17 @@ SamplerOptions parse_order_flags(Flags& flags) {
   } else {
     throw UsageError("--randperm = '" + randperm + "' is not a variant; allowed: current, classic");
   }
+  const bool version_given = flags.has("--feistel-version");
+  const std::string version = flags.take_string("--feistel-version", "2");
+  if (version_given && options.order != OrderKind::kFeistel) {
+    throw UsageError("--feistel-version = '" + version + "' with --order " +
+                     std::string(to_string(options.order)) +
+                     "; allowed: --feistel-version with the feistel order only");
+  }
+  if (version != "1" && version != "2") {
+    throw UsageError("--feistel-version = '" + version + "' is not a version; allowed: 1, 2");
+  }
+  options.feistel_version = version == "1" ? 1 : 2;
   options.shuffle = !flags.take_switch("--no-shuffle");
   options.drop_last = flags.take_switch("--drop-last");
   return options;

@@ -36,11 +36,12 @@ constexpr uint64_t derive_key(uint64_t seed, uint64_t epoch, uint64_t domain) {
 // Domains for derive_key. New purposes take new values; existing ones never change, since a
 // change alters every order derived from them.
 enum KeyDomain : uint64_t {
-  kDomainFeistelOrder = 0x46656973'74656c31ull,  // "Feistel1"
-  kDomainWeighted = 0x57656967'68746564ull,      // "Weighted"
-  kDomainBlend = 0x426c656e'64446174ull,         // "BlendDat": per-dataset orders of a blend
-  kDomainBatches = 0x42617463'68657331ull,       // "Batches1": the order of batches
-  kDomainShards = 0x53686172'64733031ull,        // "Shards01": shard order and windows
+  kDomainFeistelOrder = 0x46656973'74656c31ull,   // "Feistel1"
+  kDomainFeistelOrder2 = 0x46656973'74656c32ull,  // "Feistel2": version 2, with n in the key
+  kDomainWeighted = 0x57656967'68746564ull,       // "Weighted"
+  kDomainBlend = 0x426c656e'64446174ull,          // "BlendDat": per-dataset orders of a blend
+  kDomainBatches = 0x42617463'68657331ull,        // "Batches1": the order of batches
+  kDomainShards = 0x53686172'64733031ull,         // "Shards01": shard order and windows
 };
 
 // A counter-based stream: the value at `counter` under `key`, uniform over 64-bit words.

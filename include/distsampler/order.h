@@ -17,7 +17,8 @@ enum class OrderKind {
   // torch.randperm(n) seeded with seed + epoch: PyTorch's DistributedSampler bit for bit. Builds
   // the whole permutation, O(n) time and memory per epoch, on every rank (as PyTorch does).
   kTorch,
-  // FeistelPermutation keyed by hash(seed, epoch): O(1) per position, O(1) memory.
+  // FeistelPermutation keyed by hash(seed, epoch) (version 2: and n): O(1) per position, O(1)
+  // memory.
   kFeistel,
 };
 
@@ -32,8 +33,9 @@ struct OrderOptions {
   Seed seed;
   bool shuffle = true;
   OrderKind kind = OrderKind::kTorch;
-  RandpermVariant randperm = RandpermVariant::kCurrent;     // kind == kTorch only
-  int feistel_rounds = FeistelPermutation::kDefaultRounds;  // kind == kFeistel only
+  RandpermVariant randperm = RandpermVariant::kCurrent;       // kind == kTorch only
+  int feistel_rounds = FeistelPermutation::kDefaultRounds;    // kind == kFeistel only
+  int feistel_version = FeistelPermutation::kDefaultVersion;  // kind == kFeistel only: 1 or 2
 };
 
 // One epoch's order: position p in [0, size) holds dataset index at(p).
@@ -53,8 +55,8 @@ class EpochOrder {
   uint64_t size_;
 };
 
-// Checks options (size <= 2^63, rounds in range) and throws std::invalid_argument naming the
-// field. Cheap; make_epoch_order calls it too.
+// Checks options (size <= 2^63, rounds in range, version 1 or 2) and throws std::invalid_argument
+// naming the field. Cheap; make_epoch_order calls it too.
 void validate(const OrderOptions& options);
 
 // Builds epoch `epoch`'s order. For kTorch with shuffle this materializes torch.randperm and

@@ -28,9 +28,12 @@ struct SamplerOptions {
   // Excludes drop_last. For padded-with-mask evaluation keep the default padding and skip the
   // samples RankView::is_padding flags.
   bool uneven = false;
+  // Which construction of the Feistel order (feistel.h): 2 for new jobs; 1 reproduces orders
+  // (and resumes checkpoints) of earlier releases bit for bit.
+  int feistel_version = FeistelPermutation::kDefaultVersion;
 
   OrderOptions order_options() const {
-    return OrderOptions{size, seed, shuffle, order, randperm, feistel_rounds};
+    return OrderOptions{size, seed, shuffle, order, randperm, feistel_rounds, feistel_version};
   }
 };
 

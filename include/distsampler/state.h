@@ -23,7 +23,7 @@ inline constexpr uint32_t kOrderAlgorithmVersion = 1;
 // What all ranks of a job, and a job and its checkpoint, must agree on. The world size and the
 // rank are deliberately absent: a checkpoint resumes on any number of ranks. Fields that do not
 // apply to the order are normalized (randperm is kCurrent unless order is kTorch, feistel_rounds
-// is 0 unless order is kFeistel), so equal fingerprints mean equal orders.
+// is 0 unless order is kFeistel, feistel_version 1), so equal fingerprints mean equal orders.
 struct Fingerprint {
   uint32_t algorithm_version = kOrderAlgorithmVersion;
   uint64_t size = 0;
@@ -34,6 +34,9 @@ struct Fingerprint {
   OrderKind order = OrderKind::kTorch;
   RandpermVariant randperm = RandpermVariant::kCurrent;
   int feistel_rounds = 0;
+  // The FeistelPermutation version of the feistel order, 1 or 2; 1 for the torch order (where it
+  // means nothing). 1 is also what states written before version 2 existed mean: they carry none.
+  int feistel_version = 1;
 
   friend bool operator==(const Fingerprint& a, const Fingerprint& b);
   friend bool operator!=(const Fingerprint& a, const Fingerprint& b) { return !(a == b); }
@@ -77,7 +80,10 @@ struct SamplerState {
 // written only when true) came later without a new version: a state with uneven = false is
 // encoded exactly as before, so every state written earlier decodes unchanged and older builds
 // read it; one with uneven = true is rejected by older builds (unknown flag bit or key), never
-// misread.
+// misread. The Feistel version (byte 20, JSON key "feistel_version") came the same way: 0 and an
+// absent key mean version 1, so v1 states are encoded as before and decode as version 1; a
+// version-2 state (byte 20 = 2, "feistel_version": 2) is rejected by older builds (nonzero
+// reserved byte, unknown key), never resumed on the version-1 order.
 inline constexpr uint16_t kStateFormatVersion = 1;
 inline constexpr size_t kStateBytes = 60;
 

@@ -71,6 +71,19 @@ def check_order(order) -> str:
     return order
 
 
+def feistel_version_entry(config) -> Dict[str, Any]:
+    """The fingerprint's feistel_version as a config entry, present only for version 2: states
+    saved before version 2 existed lack it, and they stay loadable wherever they meant version 1
+    (or the torch order), while loading one into a version-2 sampler names the difference."""
+    return {"feistel_version": 2} if config.feistel_version == 2 else {}
+
+
+def check_feistel_version(version) -> int:
+    if type(version) is not int or version not in (1, 2):
+        raise ValueError(f"feistel_version = {version!r} is not a version; allowed: 1, 2")
+    return version
+
+
 def checked_epoch(epoch) -> int:
     epoch = operator.index(epoch)
     if not 0 <= epoch <= EPOCH_MAX:

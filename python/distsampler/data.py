@@ -22,7 +22,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _core
 from ._loader import DataLoader
-from ._passes import (CoreArgs, PassSampler, check_order, check_uint64, randperm_variant,
+from ._passes import (CoreArgs, PassSampler, check_feistel_version, check_order, check_uint64,
+                      feistel_version_entry, randperm_variant,
                       resolve_world)
 
 __all__ = ["DataLoader", "DistributedIterableDataset"]
@@ -50,7 +51,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
                  randperm: str = "auto", check_agreement: bool = True,
-                 process_group=None) -> None:
+                 process_group=None, feistel_version: int = 2) -> None:
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.dataset = dataset
         self.batch_size = check_uint64("batch_size", batch_size, 1)  # the DataLoader's
@@ -59,7 +60,8 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         self._size = len(dataset)
         self._make_core(_core.DistributedSampler, self._size, self.num_replicas, self.rank,
                         operator.index(seed), self.shuffle, self.drop_last, order,
-                        getattr(_core.RandpermVariant, randperm_variant(randperm)))
+                        getattr(_core.RandpermVariant, randperm_variant(randperm)),
+                        feistel_version=check_feistel_version(feistel_version))
         self.seed = self._core.seed
         self._init_passes(auto_epoch, check_agreement, process_group)
         # The pass the main process decided, for the workers: epoch (two's complement), start,
@@ -85,9 +87,9 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
 
     def _config(self) -> Dict[str, Any]:
         config = _core.fingerprint(self._core)
-        return {key: getattr(config, key) for key in (
+        return {**{key: getattr(config, key) for key in (
             "algorithm_version", "size", "seed", "shuffle", "drop_last", "order", "randperm",
-            "feistel_rounds")}
+            "feistel_rounds")}, **feistel_version_entry(config)}
 
     # ---- the DataLoader's side (main process) -------------------------------------------------
 

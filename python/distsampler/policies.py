@@ -27,8 +27,8 @@ import torch.utils.data.distributed
 from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from ._passes import (CoreArgs, PassSampler, check_order, check_uint64, fill_chunks,
-                      randperm_variant, resolve_world)
+from ._passes import (CoreArgs, PassSampler, check_feistel_version, check_order, check_uint64,
+                      feistel_version_entry, fill_chunks, randperm_variant, resolve_world)
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
@@ -125,7 +125,8 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
             position) and ``num_real``; with ``with_mask`` the flag travels with each index.
         with_mask: yield ``(index, is_real)`` pairs instead of indices, for ``MaskedDataset``
             so that every DataLoader batch carries its mask.
-        shuffle, seed, order, randperm: as distsampler.torch.DistributedSampler (``shuffle``
+        shuffle, seed, order, randperm, feistel_version: as
+            distsampler.torch.DistributedSampler (``shuffle``
             defaults to False for evaluation); with the same arguments and ``padded=True`` the
             indices are that sampler's.
     """
@@ -134,7 +135,7 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
                  shuffle: bool = False, seed: int = 0, *, padded: bool = False,
                  with_mask: bool = False, order: str = "torch", auto_epoch: bool = True,
                  randperm: str = "auto", check_agreement: bool = True,
-                 process_group=None) -> None:
+                 process_group=None, feistel_version: int = 2) -> None:
         self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
         self.dataset = dataset
         self.shuffle, self.padded, self.with_mask = bool(shuffle), bool(padded), bool(with_mask)
@@ -143,7 +144,7 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
         self._make_core(
             _core.DistributedSampler, self._size, self.num_replicas, self.rank,
             operator.index(seed), self.shuffle, False, check_order(order), _randperm(randperm),
-            uneven=not self.padded)
+            uneven=not self.padded, feistel_version=check_feistel_version(feistel_version))
         self.seed = self._core.seed
         self.num_samples = self._core.num_samples
         self.total_size = self._core.total_size
@@ -182,9 +183,9 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
 
     def _config(self) -> Dict[str, Any]:
         config = _core.fingerprint(self._core)
-        return {key: getattr(config, key) for key in (
+        return {**{key: getattr(config, key) for key in (
             "algorithm_version", "size", "seed", "shuffle", "uneven", "order", "randperm",
-            "feistel_rounds")}
+            "feistel_rounds")}, **feistel_version_entry(config)}
 
 
 class MaskedDataset(Dataset):
@@ -395,21 +396,24 @@ class DistributedBatchSampler(_BatchSamplerBase):
     the random-access ``"feistel"``) is cut into batches of ``batch_size`` and the batches are
     dealt to ranks, so the list of batches does not depend on the world size. Each rank gets
     ceil(batches / W) batches (the last round wrapping around to the first batches), or with
-    ``drop_last`` floor(full batches / W). Use as ``DataLoader(dataset, batch_sampler=...)``."""
+    ``drop_last`` floor(full batches / W). Use as ``DataLoader(dataset, batch_sampler=...)``.
+    ``feistel_version``: as distsampler.torch.DistributedSampler's."""
 
     def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
                  randperm: str = "auto", check_agreement: bool = True,
-                 process_group=None) -> None:
+                 process_group=None, feistel_version: int = 2) -> None:
         super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
                          process_group)
         self.dataset, self.shuffle, self.seed = dataset, bool(shuffle), seed
         self.order = check_order(order)
+        self.feistel_version = check_feistel_version(feistel_version)
         self._built_size = len(dataset)
         self._randperm = _randperm(randperm)
         # Validates seed, order and sizes now, without building a shuffled order.
-        _core.make_epoch_order(len(dataset), operator.index(seed), False, order, self._randperm, 0)
+        _core.make_epoch_order(len(dataset), operator.index(seed), False, order, self._randperm, 0,
+                               feistel_version=self.feistel_version)
         len(self)
 
     def _size(self) -> int:
@@ -420,13 +424,17 @@ class DistributedBatchSampler(_BatchSamplerBase):
 
     def _order(self, epoch: int):
         return _core.make_epoch_order(self._built_size, operator.index(self.seed), self.shuffle,
-                                      self.order, self._randperm, epoch)
+                                      self.order, self._randperm, epoch,
+                                      feistel_version=self.feistel_version)
 
     def _config(self) -> Dict[str, Any]:
+        # feistel_version only where it is 2 (see feistel_version_entry): older states lack it.
+        version = {"feistel_version": 2} if (self.order == "feistel" and self.shuffle
+                                             and self.feistel_version == 2) else {}
         return {"size": self._built_size, "batch_size": self.batch_size,
                 "seed": operator.index(self.seed), "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "order": self.order,
-                "randperm": self._randperm.name}
+                "randperm": self._randperm.name, **version}
 
 
 class BucketedBatchSampler(_BatchSamplerBase):

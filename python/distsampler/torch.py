@@ -35,8 +35,9 @@ import torch.distributed as dist
 import torch.utils.data.distributed
 
 from . import _core
-from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_order, check_uint64,
-                      checked_epoch, fill_chunks, randperm_variant, spans_group)
+from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_feistel_version,
+                      check_order, check_uint64, checked_epoch, fill_chunks, randperm_variant,
+                      spans_group)
 from ._loader import DataLoader
 
 __all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
@@ -54,7 +55,10 @@ _EPOCH_MAX = 2**64 - 1
 _V1_CONFIG_FIELDS = ("size", "world_size", "seed", "shuffle", "drop_last", "order", "randperm")
 # The fingerprint's fields (state.h), copied from the checksummed state as readable entries.
 _FINGERPRINT_FIELDS = ("algorithm_version", "size", "seed", "shuffle", "drop_last", "uneven",
-                       "order", "randperm", "feistel_rounds")
+                       "order", "randperm", "feistel_rounds", "feistel_version")
+# Readable entries that state_dict()s of earlier releases lack ("feistel_version": they predate
+# version 2 of the feistel order, so theirs is version 1, which the checksummed state says too).
+_OPTIONAL_FIELDS = ("feistel_version",)
 
 
 class ConfigurationMismatch(ValueError):
@@ -69,6 +73,9 @@ class DistributedSampler(CoreArgs, PassSampler,
     Args:
         order: ``"torch"`` (PyTorch's ``torch.randperm`` order, bit for bit) or ``"feistel"``
             (a keyed random-access permutation: O(1) memory, any size up to 2^63).
+        feistel_version: with ``order="feistel"``: ``2`` (the default; uniform on a statistical
+            battery, docs/quality.md) or ``1`` (the order of releases before it, bit for bit,
+            e.g. to resume their checkpoints). Ignored by the torch order.
         auto_epoch: advance the epoch by one when a pass starts without a ``set_epoch`` call
             since the previous one (warns once). ``False`` reproduces PyTorch exactly.
         randperm: which ``torch.randperm`` algorithm the torch order reproduces for datasets of
@@ -101,7 +108,7 @@ class DistributedSampler(CoreArgs, PassSampler,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
                  order: str = "torch", auto_epoch: bool = True, randperm: str = "auto",
                  check_agreement: bool = True, process_group=None, prefetch: bool = True,
-                 node_shared: bool = False) -> None:
+                 node_shared: bool = False, feistel_version: int = 2) -> None:
         # PyTorch's checks and messages, in PyTorch's order.
         if num_replicas is None:
             if not dist.is_available():
@@ -118,11 +125,12 @@ class DistributedSampler(CoreArgs, PassSampler,
         num_replicas = check_uint64("num_replicas", num_replicas, 1)
         randperm = randperm_variant(randperm)
         check_order(order)
+        feistel_version = check_feistel_version(feistel_version)
         self.dataset = dataset
         self._make_core(
             _core.DistributedSampler, len(dataset), operator.index(num_replicas),
             operator.index(rank), operator.index(seed), bool(shuffle), bool(drop_last), order,
-            getattr(_core.RandpermVariant, randperm))
+            getattr(_core.RandpermVariant, randperm), feistel_version=feistel_version)
         self._config_fields = {"size": len(dataset), "world_size": int(num_replicas),
                                "seed": self._core.seed, "shuffle": bool(shuffle),
                                "drop_last": bool(drop_last), "order": order,
@@ -142,6 +150,8 @@ class DistributedSampler(CoreArgs, PassSampler,
     num_samples = property(lambda self: self._core.num_samples)
     total_size = property(lambda self: self._core.total_size)
     order = property(lambda self: self._config_fields["order"])
+    # 1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint).
+    feistel_version = property(lambda self: _core.fingerprint(self._core).feistel_version)
 
     def _remaining(self, start: int) -> int:
         return self._core.remaining(min(start, self._config_fields["size"]))
@@ -237,9 +247,11 @@ class DistributedSampler(CoreArgs, PassSampler,
         * ``world_size``: the number of ranks of the job that saved it, for information: any
           number of ranks resumes from it.
         * ``algorithm_version``, ``size``, ``seed``, ``shuffle``, ``drop_last``, ``uneven``,
-          ``order``, ``randperm``, ``feistel_rounds``: the configuration fingerprint, which the
-          loading sampler must have (randperm only matters for the torch order and
-          feistel_rounds for the feistel order; the other is normalized).
+          ``order``, ``randperm``, ``feistel_rounds``, ``feistel_version``: the configuration
+          fingerprint, which the loading sampler must have (randperm only matters for the torch
+          order, feistel_rounds and feistel_version for the feistel order; the others are
+          normalized). States of earlier releases lack ``feistel_version`` and load as
+          version 1.
         """
         epoch, consumed = self._position()
         state = _core.make_state(self._core, epoch, consumed)
@@ -287,7 +299,7 @@ class DistributedSampler(CoreArgs, PassSampler,
 
     def _from_version_2(self, state: Dict[str, Any]) -> "_core.SamplerState":
         missing = [key for key in ("state", "epoch", "consumed", "world_size")
-                   + _FINGERPRINT_FIELDS if key not in state]
+                   + _FINGERPRINT_FIELDS if key not in state and key not in _OPTIONAL_FIELDS]
         if missing:
             raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
         text = state["state"]
@@ -297,6 +309,8 @@ class DistributedSampler(CoreArgs, PassSampler,
         expected = {"epoch": core_state.epoch, "consumed": core_state.consumed,
                     **{key: getattr(core_state.config, key) for key in _FINGERPRINT_FIELDS}}
         for key, value in expected.items():
+            if key in _OPTIONAL_FIELDS and key not in state:
+                continue  # the checksummed state decides
             if type(state[key]) is not type(value):
                 raise ValueError(f"state {key} = {state[key]!r} has type "
                                  f"{type(state[key]).__name__}; allowed: {type(value).__name__}, "
@@ -319,6 +333,10 @@ class DistributedSampler(CoreArgs, PassSampler,
             if state[key] != value or type(state[key]) is not type(value):
                 raise ValueError(f"state {key} = {state[key]!r} does not match this sampler's "
                                  f"{key} = {value!r}")
+        if self.order == "feistel" and self.feistel_version != 1:
+            raise ValueError("state order = 'feistel' is a version-1 state (written before "
+                             "feistel_version 2 existed) but this sampler's feistel_version = "
+                             f"{self.feistel_version}; allowed: feistel_version=1")
         epoch, consumed, world_size = state["epoch"], state["consumed"], state["world_size"]
         if type(world_size) is not int or world_size < 1:
             raise ValueError(f"state world_size = {world_size!r} is not a positive int")

@@ -32,7 +32,11 @@ std::shared_ptr<const EpochOrder> make_bucketed_order(const BucketOptions& optio
   validate(options);
   const uint64_t n = options.lengths.size();
   const uint64_t b = options.batch_size;
-  const FeistelPermutation shuffle(n, options.seed.bits(), epoch);
+  // Version 1 throughout the policies: their orders are frozen by their tests and checkpoints
+  // carry no Feistel version for them.
+  const FeistelPermutation shuffle(n, options.seed.bits(), epoch,
+                                   FeistelPermutation::kDefaultRounds,
+                                   FeistelPermutation::kVersion1);
   std::vector<uint64_t> windowed(n);
   shuffle.gather(0, 1, n, windowed.data());
   const uint64_t window = options.window_batches * b;
@@ -47,7 +51,8 @@ std::shared_ptr<const EpochOrder> make_bucketed_order(const BucketOptions& optio
   }
   const uint64_t full = n / b;
   const FeistelPermutation batch_order(full, derive_key(options.seed.bits(), 0, kDomainBatches),
-                                       epoch);
+                                       epoch, FeistelPermutation::kDefaultRounds,
+                                       FeistelPermutation::kVersion1);
   std::vector<uint64_t> out(n);
   for (uint64_t j = 0; j < full; ++j) {
     const uint64_t src = batch_order(j) * b;

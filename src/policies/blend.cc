@@ -426,7 +426,9 @@ BlendedSampler::BlendedSampler(const BlendOptions& options)
 BlendedSample BlendedSampler::global(uint64_t g) const {
   const BlendedSample s = schedule_.at(g);
   const uint64_t n = options_.sizes[s.dataset];
-  const FeistelPermutation order(n, keys_[s.dataset], s.index / n);
+  // Version 1: blend orders are frozen by their tests and their checkpoints carry no version.
+  const FeistelPermutation order(n, keys_[s.dataset], s.index / n,
+                                 FeistelPermutation::kDefaultRounds, FeistelPermutation::kVersion1);
   return BlendedSample{s.dataset, order(s.index % n)};
 }
 

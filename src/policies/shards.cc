@@ -21,7 +21,9 @@ class ShardOrder final : public EpochOrder {
     std::vector<uint64_t> start(m);
     for (uint64_t s = 0, sum = 0; s < m; ++s) start[s] = sum, sum += options.shard_sizes[s];
     const uint64_t key = derive_key(options.seed.bits(), 0, kDomainShards);
-    const FeistelPermutation shard_order(m, key, epoch);
+    // Version 1: shard orders are frozen by their tests and their checkpoints carry no version.
+    const FeistelPermutation shard_order(m, key, epoch, FeistelPermutation::kDefaultRounds,
+                                         FeistelPermutation::kVersion1);
     shard_start_.resize(m);
     cum_.resize(m + 1);
     cum_[0] = 0;
@@ -39,7 +41,9 @@ class ShardOrder final : public EpochOrder {
     const uint64_t first = j / window_ * window_;
     const uint64_t last = std::min<uint64_t>(first + window_, cum_.size() - 1);
     const uint64_t base = cum_[first];
-    const FeistelPermutation within(cum_[last] - base, mix64(window_key_ ^ first), epoch_);
+    const FeistelPermutation within(cum_[last] - base, mix64(window_key_ ^ first), epoch_,
+                                    FeistelPermutation::kDefaultRounds,
+                                    FeistelPermutation::kVersion1);
     const uint64_t q = base + within(position - base);
     const uint64_t k =
         std::upper_bound(cum_.begin() + first, cum_.begin() + last + 1, q) - cum_.begin() - 1;

@@ -144,6 +144,12 @@ TEST(Cli, EveryBadInputIsOneLineOnStderrAndExitTwo) {
       // A variant of the torch order's randperm means nothing to the feistel order (issue 12).
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--order", "feistel",
        "--randperm", "classic"},
+      // The Feistel version: 1 or 2, and only with the feistel order.
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--feistel-version", "2"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--order", "feistel",
+       "--feistel-version", "3"},
+      {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--order", "feistel",
+       "--feistel-version", "0"},
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--start", "6"},
       {"indices", "--size", "10", "--world-size", "2", "--rank", "0", "--start", "2", "--count",
        "4"},

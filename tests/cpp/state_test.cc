@@ -44,6 +44,8 @@ std::vector<SamplerState> sample_states() {
   out.push_back({fingerprint(o), UINT64_MAX, (uint64_t{1} << 63) - 5});
   o.seed = Seed(INT64_MIN);
   out.push_back({fingerprint(o), 1, 1});
+  o.feistel_version = FeistelPermutation::kVersion1;
+  out.push_back({fingerprint(o), 2, 3});
   SamplerOptions uneven = options_of(1001, 3, 0, OrderKind::kTorch, false);
   uneven.uneven = true;
   uneven.seed = 5;
@@ -145,6 +147,7 @@ TEST(State, ByteLayoutIsFixed) {
   SamplerOptions o = options_of(0x0102030405060708ull, 1, 0, OrderKind::kFeistel, true);
   o.seed = Seed(int64_t{-2});
   o.feistel_rounds = 8;
+  o.feistel_version = FeistelPermutation::kVersion1;  // encoded as states were before version 2
   const std::string b = encode_state({fingerprint(o), 0x1112131415161718ull, 0x21ull});
   ASSERT_EQ(b.size(), kStateBytes);
   const unsigned char expected[56] = {
@@ -152,7 +155,7 @@ TEST(State, ByteLayoutIsFixed) {
       1,    0,    60,        0,                             // format version, length
       1,    0,    0,         0,                             // algorithm version
       1,    0,    1 | 2 | 4, 8,                             // feistel, randperm, flags, rounds
-      0,    0,    0,         0,                             // reserved
+      0,    0,    0,         0,                             // feistel version 1 (0), reserved
       0x08, 0x07, 0x06,      0x05, 0x04, 0x03, 0x02, 0x01,  // size
       0xfe, 0xff, 0xff,      0xff, 0xff, 0xff, 0xff, 0xff,  // seed -2
       0x18, 0x17, 0x16,      0x15, 0x14, 0x13, 0x12, 0x11,  // epoch
@@ -163,6 +166,67 @@ TEST(State, ByteLayoutIsFixed) {
   for (int k = 0; k < 4; ++k) {
     EXPECT_EQ(static_cast<unsigned char>(b[56 + k]), (crc >> (8 * k)) & 0xff);
   }
+}
+
+// The Feistel version sits in byte 20 (0 for version 1, so every earlier state still decodes)
+// and in the JSON key "feistel_version" (absent for version 1).
+TEST(State, FeistelVersion2IsByte20AndAJsonKey) {
+  SamplerOptions o = options_of(1000, 2, 0, OrderKind::kFeistel, false);
+  EXPECT_EQ(fingerprint(o).feistel_version, FeistelPermutation::kVersion2);  // the default
+  const std::string v2 = encode_state({fingerprint(o), 1, 2});
+  EXPECT_EQ(static_cast<int>(v2[20]), 2);
+  EXPECT_NE(state_to_json({fingerprint(o), 1, 2}).find("\"feistel_version\": 2"),
+            std::string::npos);
+  o.feistel_version = FeistelPermutation::kVersion1;
+  const std::string v1 = encode_state({fingerprint(o), 1, 2});
+  EXPECT_EQ(static_cast<int>(v1[20]), 0);
+  EXPECT_EQ(state_to_json({fingerprint(o), 1, 2}).find("feistel_version"), std::string::npos);
+  // Normalized: 1 with the torch order, whatever the options say.
+  SamplerOptions torch = options_of(10, 1, 0, OrderKind::kTorch, false);
+  torch.feistel_version = FeistelPermutation::kVersion2;
+  EXPECT_EQ(fingerprint(torch).feistel_version, FeistelPermutation::kVersion1);
+  const std::string m = message_of([&] {
+    resume(DistributedSampler(options_of(1000, 2, 0, OrderKind::kFeistel, false)),
+           decode_state(v1));
+  });
+  EXPECT_NE(m.find("feistel_version = 1 in the state, 2 here"), std::string::npos) << m;
+}
+
+// A checkpoint written before version 2 existed, byte for byte as that release wrote it: the
+// feistel order of 1000 samples, seed 42, epoch 3, one rank, nothing consumed. It decodes as
+// version 1 and resumes on exactly the order it was written with (tests/golden/feistel.txt).
+TEST(State, Version1CheckpointResumesOnVersion1) {
+  const unsigned char head[56] = {'D', 'S', 'S', 'T', 'A', 'T', 'E', 0, 1, 0, 60,   0,    1, 0,
+                                  0,   0,   1,   0,   1,   8,   0,   0, 0, 0, 0xe8, 0x03, 0, 0,
+                                  0,   0,   0,   0,   42,  0,   0,   0, 0, 0, 0,    0,    3, 0,
+                                  0,   0,   0,   0,   0,   0,   0,   0, 0, 0, 0,    0,    0, 0};
+  std::string bytes(reinterpret_cast<const char*>(head), 56);
+  const uint32_t crc = crc32(bytes);
+  for (int k = 0; k < 4; ++k) bytes += static_cast<char>((crc >> (8 * k)) & 0xff);
+  const SamplerState s = decode_state(bytes);
+  EXPECT_EQ(s.config.feistel_version, FeistelPermutation::kVersion1);
+  EXPECT_EQ(encode_state(s), bytes);
+  const std::string old_json =
+      "{\"format\": \"distsampler-state\", \"version\": 1, \"algorithm_version\": 1, "
+      "\"size\": 1000, \"seed\": 42, \"shuffle\": true, \"drop_last\": false, "
+      "\"order\": \"feistel\", \"randperm\": \"current\", \"feistel_rounds\": 8, "
+      "\"epoch\": 3, \"consumed\": 0, \"crc32\": " +
+      std::to_string(crc) + "}";
+  EXPECT_EQ(state_from_json(old_json), s);
+  EXPECT_EQ(state_to_json(s), old_json);
+
+  SamplerOptions o = options_of(1000, 1, 0, OrderKind::kFeistel, false);
+  o.seed = 42;
+  o.feistel_version = FeistelPermutation::kVersion1;
+  const RankView view = resume(DistributedSampler(o), s);
+  const std::vector<uint64_t> frozen = {810, 336, 865, 245, 22,  230, 843, 654, 884, 63,
+                                        817, 985, 9,   551, 248, 450, 906, 840, 929, 384};
+  for (size_t i = 0; i < frozen.size(); ++i) EXPECT_EQ(view[i], frozen[i]) << i;
+  // Resumed mid-epoch on two ranks: rank 1 reads global positions 11, 13, 15, ...
+  o.world_size = 2;
+  o.rank = 1;
+  const RankView rest = resume(DistributedSampler(o), {s.config, 3, 10});
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(rest[i], frozen[11 + 2 * i]) << i;
 }
 
 TEST(State, RoundTripsThroughBytesAndJson) {
@@ -237,7 +301,9 @@ TEST(State, ForeignVersionsAndInvalidFieldsAreRejectedByName) {
               decode_state(resealed(good, 16, 0x000b0000));
             }).find("uneven = true with drop_last = true"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { decode_state(resealed(good, 20, 1)); }).find("reserved"),
+  EXPECT_NE(message_of([&] { decode_state(resealed(good, 21, 1)); }).find("reserved"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { decode_state(resealed(good, 20, 1)); }).find("feistel version"),
             std::string::npos);
   // seed marked negative, bits positive.
   EXPECT_NE(message_of([&] { decode_state(resealed(good, 16, 0x00050000)); }).find("negative"),

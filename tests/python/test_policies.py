@@ -363,6 +363,33 @@ def test_batch_sampler_in_a_dataloader():
     assert got == list(sampler) and len(got) == len(sampler) == 4  # 7 batches on 2 ranks
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_batch_sampler_cuts_the_feistel_order_of_its_version(version):
+    from distsampler.torch import DistributedSampler
+    sampler = DistributedBatchSampler(range(50), 5, 1, 0, order="feistel", seed=3,
+                                      feistel_version=version)
+    order = list(DistributedSampler(range(50), 1, 0, seed=3, order="feistel",
+                                    feistel_version=version))
+    assert [i for b in epoch_of(sampler, 0) for i in b] == order
+
+
+def test_a_version_1_batch_sampler_state_resumes_on_version_1_only():
+    """A state saved before feistel version 2 existed has no feistel_version in its config, as
+    a version-1 sampler's state has none now: it loads there, and a version-2 sampler refuses."""
+    old = DistributedBatchSampler(range(50), 5, 2, 0, order="feistel", seed=3, feistel_version=1)
+    it = iter(old)
+    next(it)
+    state = old.state_dict()
+    assert "feistel_version" not in state["config"]
+    rest = list(it)
+    again = DistributedBatchSampler(range(50), 5, 2, 0, order="feistel", seed=3,
+                                    feistel_version=1)
+    again.load_state_dict(state)
+    assert list(again) == rest
+    with pytest.raises(ValueError, match="feistel_version"):
+        DistributedBatchSampler(range(50), 5, 2, 0, order="feistel", seed=3).load_state_dict(state)
+
+
 def waste(batches, lengths):
     slots = sum(len(b) * max(lengths[i] for i in b) for b in batches)
     return 1 - sum(lengths[i] for b in batches for i in b) / slots

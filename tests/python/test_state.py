@@ -17,10 +17,12 @@ from distsampler.torch import ConfigurationMismatch, DistributedSampler  # noqa:
 
 
 def independent_encoding(size, seed, shuffle, drop_last, uneven, order, randperm, rounds, epoch,
-                         consumed):
+                         consumed, feistel_version=1):
     flags = shuffle | drop_last << 1 | (seed < 0) << 2 | uneven << 3
-    body = b"DSSTATE\0" + struct.pack("<HHIBBBBIQQQQ", 1, 60, 1, order == "feistel",
-                                      randperm == "classic", flags, rounds, 0, size,
+    # Byte 20: 2 for feistel version 2, else 0 (version 1 as written before version 2 existed).
+    body = b"DSSTATE\0" + struct.pack("<HHIBBBBBBHQQQQ", 1, 60, 1, order == "feistel",
+                                      randperm == "classic", flags, rounds,
+                                      2 if feistel_version == 2 else 0, 0, 0, size,
                                       seed % 2**64, epoch, consumed)
     return body + struct.pack("<I", zlib.crc32(body))
 
@@ -33,7 +35,8 @@ def random_sampler(rng):
                 shuffle=rng.random() < 0.5, drop_last=rng.random() < 0.5,
                 order=rng.choice(["torch", "feistel"]),
                 randperm=rng.choice([_core.RandpermVariant.current,
-                                     _core.RandpermVariant.classic]))
+                                     _core.RandpermVariant.classic]),
+                feistel_version=rng.choice([1, 2]))
 
 
 @pytest.mark.parametrize("trial", range(50))
@@ -46,9 +49,10 @@ def test_encoding_matches_the_format_description(trial):
     torch_order = config["order"] == "torch"
     randperm = config["randperm"].name if torch_order else "current"
     rounds = 0 if torch_order else 8
+    version = 1 if torch_order else config["feistel_version"]
     expected = independent_encoding(config["size"], config["seed"], config["shuffle"],
                                     config["drop_last"], False, config["order"], randperm,
-                                    rounds, epoch, consumed)
+                                    rounds, epoch, consumed, version)
     encoded = _core.encode_state(state)
     assert encoded == expected
     assert _core.decode_state(encoded) == state
@@ -57,9 +61,10 @@ def test_encoding_matches_the_format_description(trial):
     assert _core.state_from_json(text) == state
     f = state.config
     assert (f.size, f.seed, f.shuffle, f.drop_last, f.uneven, f.order, f.randperm,
-            f.feistel_rounds, f.algorithm_version) == (
+            f.feistel_rounds, f.algorithm_version, f.feistel_version) == (
         config["size"], config["seed"], config["shuffle"], config["drop_last"], False,
-        config["order"], randperm, rounds, _core.ORDER_ALGORITHM_VERSION)
+        config["order"], randperm, rounds, _core.ORDER_ALGORITHM_VERSION, version)
+    assert ("feistel_version" in json.loads(text)) == (version == 2)
 
 
 def test_an_uneven_state_written_independently_decodes():

@@ -331,7 +331,7 @@ def test_state_fields():
     assert state == {"version": STATE_VERSION, "epoch": 0, "consumed": 0, "world_size": 2,
                      "algorithm_version": 1, "size": 10, "seed": -5, "shuffle": True,
                      "drop_last": True, "uneven": False, "order": "feistel",
-                     "randperm": "current", "feistel_rounds": 8}
+                     "randperm": "current", "feistel_rounds": 8, "feistel_version": 2}
     assert json.loads(text)["crc32"] == _core.crc32(_core.encode_state(_core.make_state(
         sampler._core, 0, 0))[:56])
 
@@ -460,11 +460,15 @@ def test_a_version_1_state_loads_on_any_world_size():
     v1 = {"version": 1, "epoch": 1, "consumed": 6, "size": 20, "world_size": 3, "seed": 7,
           "shuffle": True, "drop_last": False, "order": "feistel",
           "randperm": DistributedSampler(range(1), 1, 0).state_dict()["randperm"]}
-    order = global_order(20, 1, seed=7, order="feistel")
+    # Issue 3's states predate version 2 of the feistel order: they resume on version 1 only.
+    order = global_order(20, 1, seed=7, order="feistel", feistel_version=1)
+    with pytest.raises(ValueError, match="feistel_version = 2; allowed: feistel_version=1"):
+        DistributedSampler(range(20), 3, 0, seed=7, order="feistel").load_state_dict(v1)
     for world in (3, 2, 5):
         reads = []
         for rank in range(world):
-            sampler = DistributedSampler(range(20), world, rank, seed=7, order="feistel")
+            sampler = DistributedSampler(range(20), world, rank, seed=7, order="feistel",
+                                         feistel_version=1)
             sampler.load_state_dict(v1)
             sampler.set_epoch(1)
             reads.append(list(sampler))
@@ -472,19 +476,52 @@ def test_a_version_1_state_loads_on_any_world_size():
                                  for i in range(len(reads[-1]))]
         total = sum(map(len, reads))
         assert sorted(sum(reads, [])) == sorted(order[p % 20] for p in range(6, 6 + total))
-    sampler = DistributedSampler(range(20), 2, 0, seed=8, order="feistel")
+    sampler = DistributedSampler(range(20), 2, 0, seed=8, order="feistel", feistel_version=1)
     with pytest.raises(ValueError, match="state seed = 7 does not match"):
         sampler.load_state_dict(v1)
     with pytest.raises(ValueError, match="state consumed = 23"):
         sampler.load_state_dict({**v1, "seed": 8, "consumed": 23})
 
 
-def test_feistel_order_matches_the_cli(cli):
-    ours = DistributedSampler(range(1000), num_replicas=3, rank=2, seed=11, order="feistel")
+@pytest.mark.parametrize("version", [1, 2])
+def test_feistel_order_matches_the_cli(cli, version):
+    ours = DistributedSampler(range(1000), num_replicas=3, rank=2, seed=11, order="feistel",
+                              feistel_version=version)
     ours.set_epoch(4)
-    expected = cli("indices", "--order", "feistel", "--size", 1000, "--world-size", 3, "--rank",
-                   2, "--seed", 11, "--epoch", 4).stdout.split()
+    expected = cli("indices", "--order", "feistel", "--feistel-version", version, "--size", 1000,
+                   "--world-size", 3, "--rank", 2, "--seed", 11, "--epoch", 4).stdout.split()
     assert list(ours) == [int(x) for x in expected]
+    assert ours.feistel_version == version
+
+
+def test_feistel_version_2_is_the_default_and_differs_from_version_1():
+    v2 = DistributedSampler(range(1000), 1, 0, seed=3, order="feistel")
+    v1 = DistributedSampler(range(1000), 1, 0, seed=3, order="feistel", feistel_version=1)
+    assert v2.feistel_version == 2 and DistributedSampler(range(5), 1, 0).feistel_version == 1
+    assert sum(a == b for a, b in zip(v1, v2)) < 10
+    for bad in (0, 3, "2", 2.0):
+        with pytest.raises(ValueError, match="feistel_version = .* allowed: 1, 2"):
+            DistributedSampler(range(10), 1, 0, order="feistel", feistel_version=bad)
+
+
+def test_a_state_dict_of_the_previous_release_resumes_on_feistel_version_1():
+    """A state_dict() written before feistel version 2 existed: no "feistel_version" entry, and
+    none in its JSON. It means version 1: it resumes there bit for bit and nowhere else."""
+    old = DistributedSampler(range(100), 2, 1, seed=4, order="feistel", feistel_version=1)
+    old.set_epoch(3)
+    it = iter(old)
+    take(it, 7)
+    state = old.state_dict()
+    assert state.pop("feistel_version") == 1
+    assert "feistel_version" not in json.loads(state["state"])  # as the old release wrote it
+    rest = list(it)
+    resumed = DistributedSampler(range(100), 2, 1, seed=4, order="feistel", feistel_version=1)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(3)
+    assert list(resumed) == rest
+    with pytest.raises(ValueError, match="state feistel_version = 1 but this sampler's "
+                                         "feistel_version = 2"):
+        DistributedSampler(range(100), 2, 1, seed=4, order="feistel").load_state_dict(state)
 
 
 # The GIL is released around bulk work: another Python thread runs meanwhile.
