@@ -24,7 +24,10 @@ void print_error(const std::function<void()>& open) {
 
 int main() {
   // IDX: 3 x 4 uint8 (12 bytes of data from offset 12), cut after 7 of them.
-  const std::string idx("\x00\x00\x08\x02\x00\x00\x00\x03\x00\x00\x00\x04" "abcdefg", 19);
+  const std::string idx(
+      "\x00\x00\x08\x02\x00\x00\x00\x03\x00\x00\x00\x04"
+      "abcdefg",
+      19);
   std::ofstream("train.idx", std::ios::binary) << idx;
   print_error([] { distsampler::read_idx("train.idx"); });
 
