@@ -1,23 +1,39 @@
 // The keyed permutation of [0, n), versions 1 and 2 (feistel.h says what each is).
 //
 // Version 2, and why each piece:
-// - The network. An alternating Feistel network over k = bit_width(n - 1) bits, restricted to
-//   [0, n) by cycle walking (Black and Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA
-//   2002), exactly as version 1: one kernel family serves both, and fewer than two encryptions
-//   are needed per index on average. Pseudorandom permutations from Feistel networks: Luby and
-//   Rackoff (SIAM J. Comput. 1988); unbalanced ones: Morris, Rogaway and Stegers ("How to
-//   Encipher Messages on a Small Domain", CRYPTO 2009), whose bounds are what make 8 rounds a
-//   reasonable default at the sizes where speed matters.
-// - Parity. A round that XORs f(l) into a half of b bits translates that half, for each value l
-//   of the other half, by f(l); a nonzero translation is 2^(b - 1) disjoint transpositions, even
-//   once b >= 2. So once both halves have 2 bits or more, a network yields only even permutations,
-//   and the restriction by cycle walking has a parity fixed by n more than by the key (issue 13:
-//   P(odd) = 0 at n = 65536, 1 at n = 65535). The correction: after the walk, with probability 1/2
-//   (a key bit), swap the values 0 and 1. If the walked network is uniform within each parity
-//   class, with any split p : 1 - p between them, the corrected order is exactly uniform: a
-//   permutation pi is reached as itself (1/2 of the time) or from tau pi (the other 1/2), whose
-//   parities differ, so its probability is p/(n!/2)/2 + (1 - p)/(n!/2)/2 = 1/n!. The swap is its
-//   own inverse, O(1) and branch-free.
+// - The network. A Feistel network over a domain barely above n: [0, L * 2^s), s = ceil(k / 2)
+//   for k = bit_width(n - 1) and L = ceil(n / 2^s), restricted to [0, n) by cycle walking (Black
+//   and Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002). The right part (s bits)
+//   takes XOR rounds, the left part (range L) modular-addition rounds: a bijection whatever L,
+//   as in mixed-radix format-preserving encryption (the "FF1" family, NIST SP 800-38G, adds
+//   modulo a radix power the same way). Since D = L * 2^s < n + 2^s, a fraction below
+//   2^(1 - floor(k / 2)) of the positions walk at all (1 in 4,000 at n = 10^8), where version 1's
+//   power-of-two domain walks up to half of them: the SIMD kernels need no walking pass, only a
+//   scalar redo of the rare flagged lane (src/feistel_gather_v2.cc). Pseudorandom permutations
+//   from Feistel networks: Luby and Rackoff (SIAM J. Comput. 1988); unbalanced and
+//   small-domain ones: Morris, Rogaway and Stegers ("How to Encipher Messages on a Small Domain",
+//   CRYPTO 2009), whose bounds are what make 8 rounds a reasonable default at the sizes where
+//   speed matters.
+// - The round functions: one 32-bit multiply each, (half ^ a_r) * m_r mod 2^32 with a keyed odd
+//   m_r (multiplicative hashing, Knuth TAOCP vol. 3 6.4: the top bits of the product depend on
+//   every bit of the input). An XOR round keeps the top s bits. A modular round adds
+//   floor(h * L / 2^32), the hash scaled to [0, L) (Lemire's multiply-shift), never the top
+//   floor(log2 L) bits: those reach only [0, 2^t), as little as half of Z_L, and four such rounds
+//   leave the left part's displacement visibly non-uniform; the battery measured it at
+//   n = 1,000,003 (L = 977: element x position z = 1,700 with 8 rounds, 2,500 with 6), which is
+//   why that size is in the battery. With the scaling the same size gives |z| < 2.
+// - Parity. In version 1 every round XORs f(l) into a half of b bits, translating that half, for
+//   each value l of the other half, by f(l); a nonzero translation is 2^(b - 1) disjoint
+//   transpositions, even once b >= 2. So once both halves have 2 bits or more, the network yields
+//   only even permutations, and the restriction by cycle walking has a parity fixed by n more than
+//   by the key (issue 13: P(odd) = 0 at n = 65536, 1 at n = 65535). Version 2's XOR rounds are
+//   even the same way, and its modular rounds (rotations of Z_L) have a parity that varies with L
+//   and the key, so nothing makes the two classes equally likely by itself. The correction: after
+//   the walk, with probability 1/2 (a key bit), swap the values 0 and 1. If the walked network is
+//   uniform within each parity class, with any split p : 1 - p between them, the corrected order is
+//   exactly uniform: a permutation pi is reached as itself (1/2 of the time) or from tau pi (the
+//   other 1/2), whose parities differ, so its probability is p/(n!/2)/2 + (1 - p)/(n!/2)/2 = 1/n!.
+//   The swap is its own inverse, O(1) and branch-free.
 // - Small n. Halves of 1 to 3 bits mix slowly (n = 8 fails with 32 rounds): the round
 //   functions then form a small group (affine maps over GF(2)^3 show up 1.15x too often). Up to
 //   kExactSize the order is instead a Fisher-Yates shuffle (Durstenfeld 1964) drawn from the
@@ -71,7 +87,7 @@ uint64_t uniform_below(uint64_t key, uint64_t* counter, uint64_t bound) {
 
 FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds,
                                        int version)
-    : n_(n), version_(version), rounds_(rounds), keys_{}, table_{}, inverse_table_{} {
+    : n_(n), version_(version), rounds_(rounds), keys_{}, mults_{}, table_{}, inverse_table_{} {
   if (n > kMaxSize) {
     throw std::invalid_argument(
         "size = " + std::to_string(n) +
@@ -90,26 +106,48 @@ FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch
     rounds_ = std::max(rounds_, kSmallSizeRounds);
   }
   const int width = n <= 1 ? 0 : bit_width(n - 1);
-  right_bits_ = width / 2;
-  const int left_bits = width - right_bits_;
-  right_mask_ = static_cast<uint32_t>((uint64_t{1} << right_bits_) - 1);
-  left_mask_ = static_cast<uint32_t>((uint64_t{1} << left_bits) - 1);
-  uint64_t state;
   if (version == kVersion1) {
-    state = derive_key(seed, epoch, kDomainFeistelOrder);
-  } else {
-    state = mix64(derive_key(seed, epoch, kDomainFeistelOrder2) ^ mix64(n ^ 0x6e2d73697a65ull));
-    // Independent of the round keys below: they come from mix64 iterated on state itself.
-    flip_ = hash_at(state, 0x70617269747900ull) >> 63;
-    if (n <= kExactSize) {
-      exact_ = true;
-      flip_ = 0;
-      shuffle_exactly(hash_at(state, 0x65786163740000ull));
+    right_bits_ = width / 2;
+    right_mask_ = static_cast<uint32_t>((uint64_t{1} << right_bits_) - 1);
+    left_mask_ = static_cast<uint32_t>((uint64_t{1} << (width - right_bits_)) - 1);
+    uint64_t state = derive_key(seed, epoch, kDomainFeistelOrder);
+    for (int r = 0; r < rounds_; ++r) {
+      state = mix64(state);
+      keys_[r] = static_cast<uint32_t>(state >> 32);
     }
+    return;
+  }
+  // Version 2: the right part takes ceil(width / 2) <= 32 bits and the left part ranges over
+  // [0, L), L = ceil(n / 2^s) <= 2^floor(width / 2) <= 2^31, so left + c < 2L never wraps.
+  right_bits_ = (width + 1) / 2;
+  right_mask_ = static_cast<uint32_t>((uint64_t{1} << right_bits_) - 1);
+  left_size_ = n <= 1 ? 1 : static_cast<uint32_t>(((n - 1) >> right_bits_) + 1);
+  left_mask_ = 0;
+  right_shift_ = 32 - right_bits_;
+  uint64_t state =
+      mix64(derive_key(seed, epoch, kDomainFeistelOrder2) ^ mix64(n ^ 0x6e2d73697a65ull));
+  // Independent of the round keys below: they come from mix64 iterated on state itself.
+  flip_ = hash_at(state, 0x70617269747900ull) >> 63;
+  if (n <= kExactSize) {
+    exact_ = true;
+    flip_ = 0;
+    shuffle_exactly(hash_at(state, 0x65786163740000ull));
+    return;
   }
   for (int r = 0; r < rounds_; ++r) {
     state = mix64(state);
     keys_[r] = static_cast<uint32_t>(state >> 32);
+    mults_[r] = static_cast<uint32_t>(state) | 1u;
+  }
+  if (flip_ != 0) {
+    // inverse() without its correction, of the two values the correction swaps.
+    for (uint64_t v = 0; v < 2; ++v) {
+      uint64_t x = v;
+      do {
+        x = decrypt2(x);
+      } while (x >= n_);
+      parity_positions_[v] = x;
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 // FeistelPermutation::gather: the permutation evaluated for many positions at once, with SIMD.
+// This file holds version 1's kernels (and the dispatch); version 2's are in feistel_gather_v2.cc.
 //
 // Lanes are evaluated in blocks of kBlock: rounds outside, lanes inside, so every inner loop is
 // straight-line 32-bit arithmetic (XOR, shifts, 32-bit multiplies) that the compiler vectorizes.
@@ -347,6 +348,10 @@ void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
   }
   if (exact_) {
     for (uint64_t j = 0; j < count; ++j) out[j] = table_[first + j * stride];
+    return;
+  }
+  if (version_ == kVersion2) {
+    gather_version2(first, stride, count, out, level);
     return;
   }
   const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_, flip_};

@@ -35,12 +35,17 @@ SimdLevel best_simd_level();
 // 13): every XOR round is an even permutation, so parity depends on n alone; sizes of 3 to 10 bits
 // are measurably non-uniform; and n is not in the key, so the orders of n and n + 1 nearly agree.
 //
-// Version 2 (the default; reasoning and references in src/feistel.cc): the same network and
-// cycle walking, with (a) n hashed into the key, (b) a keyed parity correction, the transposition
-// of the values 0 and 1 applied with probability 1/2, which makes odd and even permutations
-// equally likely, and (c) sizes up to kExactSize exact: a Fisher-Yates shuffle drawn from a
-// counter-based hash with unbiased (Lemire, rejection) integer draws, held as a 64-byte table;
-// sizes up to 2^16 run at least 24 rounds.
+// Version 2 (the default; reasoning and references in src/feistel.cc): a Feistel network over
+// a domain barely above n, [0, L * 2^s) with s = ceil(k / 2) and L = ceil(n / 2^s), so cycle
+// walking almost never runs (a fraction below 2^(1 - floor(k / 2)) of the positions walk, against
+// up to one half in version 1). Rounds alternate: even ones XOR the right part (s bits) with the
+// top s bits of (left ^ a_r) * m_r mod 2^32, odd ones add h = (right ^ a_r) * m_r mod 2^32, scaled
+// to [0, L) as floor(h * L / 2^32), to the left part modulo L, with keyed odd multipliers m_r: the
+// same 32-bit integer operations in every SIMD kernel. It also has (a) n hashed into the key, (b) a
+// keyed parity correction, the transposition of the values 0 and 1 applied with probability 1/2,
+// which makes odd and even permutations equally likely, and (c) sizes up to kExactSize exact: a
+// Fisher-Yates shuffle drawn from a counter-based hash with unbiased (Lemire, rejection) integer
+// draws, held as a 64-byte table; sizes up to 2^16 run at least 24 rounds.
 class FeistelPermutation {
  public:
   // The rounds most users should take: 8 keep the cost per index at a few nanoseconds, and pairs
@@ -61,10 +66,11 @@ class FeistelPermutation {
   static constexpr int kDefaultVersion = kVersion2;
   // Version 2 shuffles sizes up to this exactly (a table of this many bytes).
   static constexpr uint64_t kExactSize = 64;
-  // Version 2 runs at least kSmallSizeRounds rounds up to this size (halves of at most 8 bits):
-  // with 8 rounds the 4 + 3-bit halves of n = 100 leave a measurable correlation between the
+  // Version 2 runs at least kSmallSizeRounds rounds up to this size (parts of at most 8 bits):
+  // with 8 rounds the 4 + 3-bit halves of n = 100 left a measurable correlation between the
   // positions of the values v and v + 8 (the battery's inverse serial test: z = 7.6 at lag 8 in
-  // 500,000 permutations; 12 rounds pass). The cost stays below a millisecond per epoch.
+  // 500,000 permutations, on the first version 2 network; 12 rounds passed). The cost stays
+  // below a millisecond per epoch.
   static constexpr uint64_t kSmallDomainVersion2 = uint64_t{1} << 16;
 
   FeistelPermutation() : FeistelPermutation(0, 0, 0) {}
@@ -84,10 +90,13 @@ class FeistelPermutation {
   uint64_t operator()(uint64_t position) const {
     if (exact_) return table_[position];
     uint64_t x = position;
-    do {
-      x = encrypt(x);
-    } while (x >= n_);
-    return correct_parity(x);
+    if (version_ == kVersion1) {
+      do {
+        x = encrypt(x);
+      } while (x >= n_);
+      return x;
+    }
+    return correct_parity(network_value(x));
   }
   // As operator(), but throws std::out_of_range when position >= size().
   uint64_t at(uint64_t position) const;
@@ -95,9 +104,16 @@ class FeistelPermutation {
   // The position holding `index`: inverse((*this)(p)) == p. Requires index < size().
   uint64_t inverse(uint64_t index) const {
     if (exact_) return inverse_table_[index];
+    if (version_ == kVersion1) {
+      uint64_t x = index;
+      do {
+        x = decrypt(x);
+      } while (x >= n_);
+      return x;
+    }
     uint64_t x = correct_parity(index);
     do {
-      x = decrypt(x);
+      x = decrypt2(x);
     } while (x >= n_);
     return x;
   }
@@ -111,7 +127,33 @@ class FeistelPermutation {
   void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
               detail::SimdLevel level) const;
 
+  // Version 2 (size() > kExactSize) without its parity correction: the walked network's value at
+  // `position`. What the gather kernels compute; gather applies the correction afterwards, at
+  // the two positions it concerns. Not an API.
+  uint64_t network_value(uint64_t position) const {
+    uint64_t x = position;
+    do {
+      x = encrypt2(x);
+    } while (x >= n_);
+    return x;
+  }
+  // Version 2's parameters as its gather kernels read them (src/feistel_gather_v2.cc); not an API.
+  struct Network {
+    uint64_t n;
+    int rounds;
+    int right_bits;       // s
+    uint32_t right_mask;  // 2^s - 1
+    uint32_t left_size;   // L
+    int right_shift;      // 32 - s
+    uint64_t flip;
+    const uint32_t* keys;
+    const uint32_t* mults;
+  };
+
  private:
+  // gather for version 2 (src/feistel_gather_v2.cc); level is supported, size() > kExactSize.
+  void gather_version2(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
+                       detail::SimdLevel level) const;
   uint64_t encrypt(uint64_t x) const {
     uint32_t left = static_cast<uint32_t>(x >> right_bits_);
     uint32_t right = static_cast<uint32_t>(x) & right_mask_;
@@ -134,6 +176,37 @@ class FeistelPermutation {
     return (static_cast<uint64_t>(left) << right_bits_) | right;
   }
   static uint32_t round(uint32_t half, uint32_t key) { return mix32(half ^ key); }
+  // Version 2's network over [0, left_size_ * 2^right_bits_) (the header comment above).
+  uint64_t encrypt2(uint64_t x) const {
+    uint32_t left = static_cast<uint32_t>(x >> right_bits_);
+    uint32_t right = static_cast<uint32_t>(x) & right_mask_;
+    for (int r = 0; r < rounds_; r += 2) {
+      right ^= ((left ^ keys_[r]) * mults_[r]) >> right_shift_;
+      if (r + 1 < rounds_) {
+        const uint32_t y = left + scale(((right ^ keys_[r + 1]) * mults_[r + 1]), left_size_);
+        left = y >= left_size_ ? y - left_size_ : y;
+      }
+    }
+    return (static_cast<uint64_t>(left) << right_bits_) | right;
+  }
+  // floor(h * size / 2^32): a 32-bit hash scaled to [0, size), every value reached by
+  // floor(2^32 / size) or one more words.
+  static uint32_t scale(uint32_t h, uint32_t size) {
+    return static_cast<uint32_t>((static_cast<uint64_t>(h) * size) >> 32);
+  }
+  uint64_t decrypt2(uint64_t x) const {
+    uint32_t left = static_cast<uint32_t>(x >> right_bits_);
+    uint32_t right = static_cast<uint32_t>(x) & right_mask_;
+    for (int r = rounds_ - 1; r >= 0; --r) {
+      if (r % 2 == 1) {
+        const uint32_t c = scale((right ^ keys_[r]) * mults_[r], left_size_);
+        left = left < c ? left - c + left_size_ : left - c;
+      } else {
+        right ^= ((left ^ keys_[r]) * mults_[r]) >> right_shift_;
+      }
+    }
+    return (static_cast<uint64_t>(left) << right_bits_) | right;
+  }
   // Version 2's parity correction, its own inverse: swaps the values 0 and 1 when flip_ is 1
   // (always 0 in version 1). Branch-free, as the gather kernels do it.
   uint64_t correct_parity(uint64_t x) const { return x ^ (flip_ & static_cast<uint64_t>(x < 2)); }
@@ -149,6 +222,14 @@ class FeistelPermutation {
   uint32_t left_mask_;
   uint32_t right_mask_;
   uint32_t keys_[kMaxRounds];
+  // Version 2 only: the left part's range L (<= 2^31), the shift that keeps the top s bits of a
+  // product (right rounds), and the rounds' odd multipliers.
+  uint32_t left_size_ = 0;
+  int right_shift_ = 0;
+  uint32_t mults_[kMaxRounds];
+  // Version 2 with flip_ == 1: the positions where the network puts the values 0 and 1, which the
+  // parity correction swaps.
+  uint64_t parity_positions_[2] = {0, 0};
   uint8_t table_[kExactSize];
   uint8_t inverse_table_[kExactSize];
 };

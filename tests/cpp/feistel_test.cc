@@ -82,6 +82,20 @@ TEST(Feistel, SampledBijectionUpTo2To63) {
 
 TEST(Feistel, GatherEqualsOperatorWithStrides) {
   const FeistelPermutation p(1000003, 1, 2);
+  // Stride 0 repeats one position: each kernel, at the positions of the values 0 and 1 too (where
+  // version 2's parity correction applies).
+  for (const uint64_t seed : {1, 2, 3, 4}) {
+    const FeistelPermutation q(1000, seed, 0);
+    for (uint64_t position : {uint64_t{0}, q.inverse(0), q.inverse(1), uint64_t{999}}) {
+      for (auto level :
+           {detail::SimdLevel::kPortable, detail::SimdLevel::kAvx2, detail::SimdLevel::kAvx512}) {
+        if (!detail::simd_level_supported(level)) continue;
+        std::vector<uint64_t> out(100);
+        q.gather(position, 0, out.size(), out.data(), level);
+        for (uint64_t v : out) ASSERT_EQ(v, q(position)) << "seed " << seed;
+      }
+    }
+  }
   for (uint64_t stride : {1, 2, 7, 64, 999}) {
     const uint64_t count = (1000003 - 5) / stride;
     std::vector<uint64_t> out(count);
