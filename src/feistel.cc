@@ -7,7 +7,7 @@
 //   takes XOR rounds, the left part (range L) modular-addition rounds: a bijection whatever L,
 //   as in mixed-radix format-preserving encryption (the "FF1" family, NIST SP 800-38G, adds
 //   modulo a radix power the same way). Since D = L * 2^s < n + 2^s, a fraction below
-//   2^(1 - floor(k / 2)) of the positions walk at all (1 in 4,000 at n = 10^8), where version 1's
+//   2^(1 - floor(k / 2)) of the positions walk at all (1 in 12,600 at n = 10^8), where version 1's
 //   power-of-two domain walks up to half of them: the SIMD kernels need no walking pass, only a
 //   scalar redo of the rare flagged lane (src/feistel_gather_v2.cc). Pseudorandom permutations
 //   from Feistel networks: Luby and Rackoff (SIAM J. Comput. 1988); unbalanced and
