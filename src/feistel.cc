@@ -141,13 +141,7 @@ FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch
   }
   if (flip_ != 0) {
     // inverse() without its correction, of the two values the correction swaps.
-    for (uint64_t v = 0; v < 2; ++v) {
-      uint64_t x = v;
-      do {
-        x = decrypt2(x);
-      } while (x >= n_);
-      parity_positions_[v] = x;
-    }
+    for (uint64_t v = 0; v < 2; ++v) parity_positions_[v] = network_inverse(v);
   }
 }
 

@@ -53,14 +53,7 @@ struct Key {
   uint32_t left_mask;
   uint32_t right_mask;
   const uint32_t* keys;
-  uint64_t flip;  // version 2's parity swap of the values 0 and 1 (0 or 1; always 0 in version 1)
 };
-
-// The value stored for an encrypted v: v itself, or with the parity swap applied. Values >= n (>=
-// 2) are unchanged, so a lane still walking reads back what it wrote; the rest are final.
-DISTSAMPLER_ALWAYS_INLINE uint64_t correct_parity(uint64_t v, uint64_t flip) {
-  return v ^ (flip & static_cast<uint64_t>((v >> 1) == 0));
-}
 
 // Runs every round on lanes [0, round_up_to_step(count)) of (left, right).
 DISTSAMPLER_ALWAYS_INLINE void encrypt_lanes(const Key& key, uint32_t* left, uint32_t* right,
@@ -143,7 +136,7 @@ DISTSAMPLER_ALWAYS_INLINE void gather_window(const Key& key, uint64_t first, uin
     encrypt_lanes(key, left, right, lanes);
     for (int i = 0; i < lanes; ++i) value[i] = (static_cast<uint64_t>(left[i]) << rb) | right[i];
     for (int i = 0; i < lanes; ++i) {
-      out[position[i]] = correct_parity(value[i], key.flip);
+      out[position[i]] = value[i];
       DISTSAMPLER_SCALAR_LOOP();
     }
     Compact::run(value, position, 0, lanes, n, q);
@@ -161,7 +154,7 @@ DISTSAMPLER_ALWAYS_INLINE void gather_window(const Key& key, uint64_t first, uin
     encrypt_lanes(key, left, right, lanes);
     uint64_t* o = out + base;
     for (int j = 0; j < lanes; ++j) {
-      o[j] = correct_parity((static_cast<uint64_t>(left[j]) << rb) | right[j], key.flip);
+      o[j] = (static_cast<uint64_t>(left[j]) << rb) | right[j];
     }
     if (!walks) continue;
     // Cycle walking, batched across blocks so that its passes are full vectors too. The lanes of
@@ -354,7 +347,7 @@ void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
     gather_version2(first, stride, count, out, level);
     return;
   }
-  const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_, flip_};
+  const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
     case detail::SimdLevel::kAvx512:

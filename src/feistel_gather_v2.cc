@@ -563,8 +563,7 @@ DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p, const 
 
 void FeistelPermutation::gather_version2(uint64_t first, uint64_t stride, uint64_t count,
                                          uint64_t* out, detail::SimdLevel level) const {
-  const Network net{n_,           rounds_, right_bits_, right_mask_, left_size_,
-                    right_shift_, flip_,   keys_,       mults_};
+  const Network net{n_, rounds_, right_bits_, right_mask_, left_size_, right_shift_, keys_, mults_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
     case detail::SimdLevel::kAvx512:

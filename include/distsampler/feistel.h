@@ -111,11 +111,7 @@ class FeistelPermutation {
       } while (x >= n_);
       return x;
     }
-    uint64_t x = correct_parity(index);
-    do {
-      x = decrypt2(x);
-    } while (x >= n_);
-    return x;
+    return network_inverse(correct_parity(index));
   }
 
   // out[j] = (*this)(first + j * stride) for j in [0, count); every such position must be below
@@ -145,7 +141,6 @@ class FeistelPermutation {
     uint32_t right_mask;  // 2^s - 1
     uint32_t left_size;   // L
     int right_shift;      // 32 - s
-    uint64_t flip;
     const uint32_t* keys;
     const uint32_t* mults;
   };
@@ -194,6 +189,14 @@ class FeistelPermutation {
   static uint32_t scale(uint32_t h, uint32_t size) {
     return static_cast<uint32_t>((static_cast<uint64_t>(h) * size) >> 32);
   }
+  // The position where the walked version 2 network (before the parity correction) puts `value`.
+  uint64_t network_inverse(uint64_t value) const {
+    uint64_t x = value;
+    do {
+      x = decrypt2(x);
+    } while (x >= n_);
+    return x;
+  }
   uint64_t decrypt2(uint64_t x) const {
     uint32_t left = static_cast<uint32_t>(x >> right_bits_);
     uint32_t right = static_cast<uint32_t>(x) & right_mask_;
@@ -208,7 +211,7 @@ class FeistelPermutation {
     return (static_cast<uint64_t>(left) << right_bits_) | right;
   }
   // Version 2's parity correction, its own inverse: swaps the values 0 and 1 when flip_ is 1
-  // (always 0 in version 1). Branch-free, as the gather kernels do it.
+  // (always 0 in version 1). gather applies it at parity_positions_ instead.
   uint64_t correct_parity(uint64_t x) const { return x ^ (flip_ & static_cast<uint64_t>(x < 2)); }
   // Fills table_ and inverse_table_ with a uniform permutation of [0, n_) drawn from `key`.
   void shuffle_exactly(uint64_t key);
