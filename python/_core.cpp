@@ -322,7 +322,7 @@ PYBIND11_MODULE(_core, m) {
          RandpermVariant randperm, uint64_t epoch, int feistel_version) {
         const OrderOptions options{size,           to_seed(seed),
                                    shuffle,        parse_order_kind(order),
-                                   randperm,       FeistelPermutation::kDefaultRounds,
+                                   randperm,       FeistelPermutation::kVersionDefaultRounds,
                                    feistel_version};
         py::gil_scoped_release release;
         return to_holder(make_epoch_order(options, epoch));

@@ -12,8 +12,8 @@
 //   scalar redo of the rare flagged lane (src/feistel_gather_v2.cc). Pseudorandom permutations
 //   from Feistel networks: Luby and Rackoff (SIAM J. Comput. 1988); unbalanced and
 //   small-domain ones: Morris, Rogaway and Stegers ("How to Encipher Messages on a Small Domain",
-//   CRYPTO 2009), whose bounds are what make 8 rounds a reasonable default at the sizes where
-//   speed matters.
+//   CRYPTO 2009). Those bounds assume random round functions; ours are one multiply each, so the
+//   rounds are set by measurement (below).
 // - The round functions: one 32-bit multiply each, (half ^ a_r) * m_r mod 2^32 with a keyed odd
 //   m_r (multiplicative hashing, Knuth TAOCP vol. 3 6.4: the top bits of the product depend on
 //   every bit of the input). An XOR round keeps the top s bits. A modular round adds
@@ -41,9 +41,13 @@
 //   rejection ("Fast Random Integer Generation in an Interval", ACM TOMACS 2019), so exactly
 //   uniform given uniform words. The order and its inverse are held in two 64-byte tables, still
 //   O(1) memory; construction costs kExactSize draws.
-// - Rounds on small domains. Halves of up to 8 bits run at least 24 rounds (version 1: only up
-//   to 64 elements): at n = 100 (4 + 3-bit halves) 8 rounds correlate the positions of v and
-//   v + 8, a deviation the battery measures (z = 7.6); the cost is irrelevant at these sizes.
+// - Rounds. 6 by default: the battery's pair-difference statistic (tools/quality.cc) fails 4 and
+//   5 rounds (z = 23 to 46 in 20 permutations) and passes 6 and 8 from n = 131,073 up; no other
+//   statistic tells 4 from 8. Smaller domains run more: halves of up to 8 bits (n <= 2^16) at
+//   least 24 rounds (version 1: only up to 64 elements), since at n = 100 (4 + 3-bit halves) 8
+//   rounds correlate the positions of v and v + 8 (z = 7.6); left parts of up to 8 bits (n <=
+//   2^17) at least 8, since 6 read z = 3.8 at n = 65,537 (L = 129, 2000 permutations). The cost is
+//   irrelevant at these sizes.
 // - The key. (seed, epoch) are hashed as before under a new domain, then n is hashed in, so the
 //   orders of n and n + 1 are unrelated (version 1 agreed on 999 of 1000 positions).
 // Nothing here depends on the platform: 64-bit integer arithmetic and the hashes of hash.h.
@@ -93,17 +97,20 @@ FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch
         "size = " + std::to_string(n) +
         " is too large for the Feistel order; allowed: size <= 2^63 = " + std::to_string(kMaxSize));
   }
-  if (rounds < 1 || rounds > kMaxRounds) {
-    throw std::invalid_argument(
-        "rounds = " + std::to_string(rounds) +
-        " is out of range; allowed: 1 <= rounds <= " + std::to_string(kMaxRounds));
+  if (rounds < 0 || rounds > kMaxRounds) {
+    throw std::invalid_argument("rounds = " + std::to_string(rounds) +
+                                " is out of range; allowed: 1 <= rounds <= " +
+                                std::to_string(kMaxRounds) + ", or 0 for the version's default");
   }
   if (version != kVersion1 && version != kVersion2) {
     throw std::invalid_argument("version = " + std::to_string(version) +
                                 " is not a Feistel order version; allowed: 1, 2");
   }
+  if (rounds == kVersionDefaultRounds) rounds_ = default_rounds(version);
   if (n <= (version == kVersion1 ? kSmallSize : kSmallDomainVersion2)) {
     rounds_ = std::max(rounds_, kSmallSizeRounds);
+  } else if (version == kVersion2 && n <= kNarrowDomainVersion2) {
+    rounds_ = std::max(rounds_, kNarrowDomainRounds);
   }
   const int width = n <= 1 ? 0 : bit_width(n - 1);
   if (version == kVersion1) {

@@ -287,6 +287,8 @@ const char* level_name(detail::SimdLevel level) {
       return "avx2";
     case detail::SimdLevel::kAvx512:
       return "avx512";
+    case detail::SimdLevel::kSse41:
+      return "sse4.1";
   }
   return "unknown";
 }
@@ -300,6 +302,8 @@ bool simd_level_supported(SimdLevel level) {
     case SimdLevel::kPortable:
       return true;
 #if DISTSAMPLER_X86_KERNELS
+    case SimdLevel::kSse41:
+      return __builtin_cpu_supports("sse4.1");
     case SimdLevel::kAvx2:
       return __builtin_cpu_supports("avx2");
     case SimdLevel::kAvx512:
@@ -307,6 +311,7 @@ bool simd_level_supported(SimdLevel level) {
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq");
 #else
+    case SimdLevel::kSse41:
     case SimdLevel::kAvx2:
     case SimdLevel::kAvx512:
       return false;
@@ -317,7 +322,7 @@ bool simd_level_supported(SimdLevel level) {
 
 SimdLevel best_simd_level() {
   static const SimdLevel best = [] {
-    for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2}) {
+    for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2, SimdLevel::kSse41}) {
       if (simd_level_supported(level)) return level;
     }
     return SimdLevel::kPortable;

@@ -52,6 +52,18 @@ inline void fix_step(const FeistelPermutation& p, uint64_t n, uint64_t first, ui
   }
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+// The round constants, read through a pointer the compiler cannot see through: they stay memory
+// operands (AVX-512: embedded broadcasts) instead of being hoisted out of the loop into the
+// registers the lanes need, whose spills cost more than the loads (measured: AVX-512 3-4%).
+template <typename Keys>
+inline __attribute__((always_inline)) const Keys& opaque(const Keys& k) {
+  const Keys* p = &k;
+  __asm__("" : "+r"(p));
+  return *p;
+}
+#endif
+
 // The portable kernel, for every CPU. With GCC or Clang it is written in their generic vector
 // extension (4 x 32-bit lanes: SSE2 on baseline x86-64, NEON on ARM, scalar code elsewhere), 4
 // vectors in flight, all rounds in registers; other compilers get the same lanes in plain loops.
@@ -68,11 +80,10 @@ constexpr int kPortableLanes = 4 * kPortableVectors;
 // generic vector code would emulate a 32-bit multiply in six instructions and a 64-bit one in
 // more); elsewhere the generic vector code.
 typedef uint64_t Pairs __attribute__((vector_size(16)));
-inline __attribute__((always_inline)) Lanes portable_scaled_hash(Lanes x, uint32_t m,
-                                                                 uint32_t size) {
+inline __attribute__((always_inline)) Lanes portable_scaled_hash(Lanes x, Lanes m, uint32_t size) {
 #if defined(__SSE2__)
   const __m128i xv = reinterpret_cast<__m128i>(x);
-  const __m128i mv = _mm_set1_epi32(static_cast<int>(m));
+  const __m128i mv = reinterpret_cast<__m128i>(m);
   const __m128i sv = _mm_set1_epi32(static_cast<int>(size));
   const __m128i even = _mm_srli_epi64(_mm_mul_epu32(_mm_mul_epu32(xv, mv), sv), 32);
   const __m128i odd = _mm_mul_epu32(_mm_mul_epu32(_mm_srli_epi64(xv, 32), mv), sv);
@@ -86,19 +97,45 @@ inline __attribute__((always_inline)) Lanes portable_scaled_hash(Lanes x, uint32
 #endif
 }
 
+// x * m mod 2^32 per lane, m the same in every lane. SSE2 has no 32-bit multiply: two pmuludq
+// (the odd lanes' x shifted down; m needs no shift, being the same in both words) and three
+// shuffles, one instruction fewer than the compilers' generic vector code, which cannot know
+// that m is a splat.
+// kNative: the target has a 32-bit multiply (SSE4.1's pmulld, NEON), which x * m compiles to.
+template <bool kNative>
+inline __attribute__((always_inline)) Lanes portable_mullo(Lanes x, Lanes m) {
+  if (kNative) return x * m;
+#if defined(__SSE2__)
+  const __m128i xv = reinterpret_cast<__m128i>(x);
+  const __m128i mv = reinterpret_cast<__m128i>(m);
+  const __m128i even = _mm_mul_epu32(xv, mv);
+  const __m128i odd = _mm_mul_epu32(_mm_srli_epi64(xv, 32), mv);
+  return reinterpret_cast<Lanes>(
+      _mm_unpacklo_epi32(_mm_shuffle_epi32(even, 0x08), _mm_shuffle_epi32(odd, 0x08)));
+#else
+  return x * m;
+#endif
+}
+
+// The round constants as vectors, read as memory operands (opaque).
+struct PortableKeys {
+  Lanes key[FeistelPermutation::kMaxRounds];
+  Lanes mult[FeistelPermutation::kMaxRounds];
+};
+
 // kSmall: L <= 2^30, so left + c < 2^31 and a signed compare (all SSE2 has) decides.
-template <int R, bool kSmall>
-inline __attribute__((always_inline)) void portable_rounds(const Network& net, Lanes* left,
+template <int R, bool kSmall, bool kNative>
+inline __attribute__((always_inline)) void portable_rounds(const Network& net,
+                                                           const PortableKeys& k, Lanes* left,
                                                            Lanes* right) {
   const int rs = net.right_shift, rounds = R > 0 ? R : net.rounds;
   const uint32_t size = net.left_size;
   int r = 0;
+#pragma GCC unroll 16
   for (; r + 1 < rounds; r += 2) {
-    const uint32_t k0 = net.keys[r], m0 = net.mults[r];
-    const uint32_t k1 = net.keys[r + 1], m1 = net.mults[r + 1];
     for (int v = 0; v < kPortableVectors; ++v) {
-      right[v] ^= ((left[v] ^ k0) * m0) >> rs;
-      const Lanes c = portable_scaled_hash(right[v] ^ k1, m1, size);
+      right[v] ^= portable_mullo<kNative>(left[v] ^ k.key[r], k.mult[r]) >> rs;
+      const Lanes c = portable_scaled_hash(right[v] ^ k.key[r + 1], k.mult[r + 1], size);
       if (kSmall) {
         const Lanes y = left[v] + c;
         left[v] =
@@ -113,8 +150,9 @@ inline __attribute__((always_inline)) void portable_rounds(const Network& net, L
     }
   }
   if (r < rounds) {
-    const uint32_t k0 = net.keys[r], m0 = net.mults[r];
-    for (int v = 0; v < kPortableVectors; ++v) right[v] ^= ((left[v] ^ k0) * m0) >> rs;
+    for (int v = 0; v < kPortableVectors; ++v) {
+      right[v] ^= portable_mullo<kNative>(left[v] ^ k.key[r], k.mult[r]) >> rs;
+    }
   }
 }
 
@@ -130,9 +168,17 @@ inline void portable_fix(const FeistelPermutation& p, const Network& net, const 
 }
 
 // R as for the x86 kernels: the rounds as a constant, or 0 for net.rounds.
-template <int R, bool kSmall>
-void portable_all(const FeistelPermutation& p, const Network& net, uint64_t first, uint64_t stride,
-                  uint64_t count, uint64_t* out) {
+// Inlined into each entry point below, so that it compiles for that entry's instruction set.
+template <int R, bool kSmall, bool kNative>
+inline __attribute__((always_inline)) void portable_all(const FeistelPermutation& p,
+                                                        const Network& net, uint64_t first,
+                                                        uint64_t stride, uint64_t count,
+                                                        uint64_t* out) {
+  PortableKeys keys;
+  for (int r = 0; r < net.rounds; ++r) {
+    keys.key[r] = Lanes{} + net.keys[r];
+    keys.mult[r] = Lanes{} + net.mults[r];
+  }
   const int s = net.right_bits;
   const uint32_t rmask = net.right_mask;
   uint64_t j = 0;
@@ -150,7 +196,7 @@ void portable_all(const FeistelPermutation& p, const Network& net, uint64_t firs
         right[v] = pos[v] & rmask;
         pos[v] += step;
       }
-      portable_rounds<R, kSmall>(net, left, right);
+      portable_rounds<R, kSmall, kNative>(net, opaque(keys), left, right);
       for (int v = 0; v < kPortableVectors; ++v) {
         const Wide x = __builtin_convertvector((left[v] << s) | right[v], Wide);
         __builtin_memcpy(out + j + 4 * v, &x, sizeof x);
@@ -169,7 +215,7 @@ void portable_all(const FeistelPermutation& p, const Network& net, uint64_t firs
         right[v] = __builtin_convertvector(pos[v] & rmask, Lanes);
         pos[v] += step;
       }
-      portable_rounds<R, kSmall>(net, left, right);
+      portable_rounds<R, kSmall, kNative>(net, opaque(keys), left, right);
       for (int v = 0; v < kPortableVectors; ++v) {
         const Wide x =
             (__builtin_convertvector(left[v], Wide) << s) | __builtin_convertvector(right[v], Wide);
@@ -181,17 +227,40 @@ void portable_all(const FeistelPermutation& p, const Network& net, uint64_t firs
   for (; j < count; ++j) out[j] = p.network_value(first + j * stride);
 }
 
-void gather_portable(const FeistelPermutation& p, const Network& net, uint64_t first,
-                     uint64_t stride, uint64_t count, uint64_t* out) {
-  constexpr int kDefault = FeistelPermutation::kDefaultRounds;
+template <bool kNative>
+inline __attribute__((always_inline)) void portable_entry(const FeistelPermutation& p,
+                                                          const Network& net, uint64_t first,
+                                                          uint64_t stride, uint64_t count,
+                                                          uint64_t* out) {
+  constexpr int kDefault = FeistelPermutation::kVersion2Rounds;
   if (net.left_size > (uint32_t{1} << 30)) {
-    portable_all<0, false>(p, net, first, stride, count, out);
+    portable_all<0, false, kNative>(p, net, first, stride, count, out);
   } else if (net.rounds == kDefault) {
-    portable_all<kDefault, true>(p, net, first, stride, count, out);
+    portable_all<kDefault, true, kNative>(p, net, first, stride, count, out);
   } else {
-    portable_all<0, true>(p, net, first, stride, count, out);
+    portable_all<0, true, kNative>(p, net, first, stride, count, out);
   }
 }
+
+void gather_portable(const FeistelPermutation& p, const Network& net, uint64_t first,
+                     uint64_t stride, uint64_t count, uint64_t* out) {
+#if defined(__SSE2__)
+  portable_entry<false>(p, net, first, stride, count, out);
+#else
+  portable_entry<true>(p, net, first, stride, count, out);
+#endif
+}
+
+#if DISTSAMPLER_X86_KERNELS
+// The portable kernel built for SSE4.1 (every x86-64 CPU since 2008 has it; AVX2 came in 2013):
+// its 32-bit multiply (pmulld) replaces SSE2's two pmuludq and three shuffles. Same source, same
+// bits.
+__attribute__((target("sse4.1"))) void gather_sse41(const FeistelPermutation& p, const Network& net,
+                                                    uint64_t first, uint64_t stride, uint64_t count,
+                                                    uint64_t* out) {
+  portable_entry<true>(p, net, first, stride, count, out);
+}
+#endif
 #else
 // Other compilers: the scalar network_value per position.
 void gather_portable(const FeistelPermutation& p, const Network&, uint64_t first, uint64_t stride,
@@ -283,7 +352,7 @@ DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_narrow(const FeistelPermutation& p,
       right[v] = _mm256_and_si256(pos, rmask);
       pos = _mm256_add_epi32(pos, step);
     }
-    avx2_rounds<V, R>(net, k, left, right);
+    avx2_rounds<V, R>(net, opaque(k), left, right);
     __m256i flags = zero;  // the largest left of the step
     for (int v = 0; v < V; ++v) {
       const __m256i x = _mm256_or_si256(_mm256_sll_epi32(left[v], s), right[v]);
@@ -325,7 +394,7 @@ DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_wide(const FeistelPermutation& p, c
       pos0 = _mm256_add_epi64(pos0, step);
       pos1 = _mm256_add_epi64(pos1, step);
     }
-    avx2_rounds<V, R>(net, k, left, right);
+    avx2_rounds<V, R>(net, opaque(k), left, right);
     __m256i flags = _mm256_setzero_si256();
     for (int v = 0; v < V; ++v) {
       // The value's low and high 32 bits, interleaved back into 64-bit lanes (s = 32: the shifts
@@ -365,8 +434,8 @@ DISTSAMPLER_TARGET_AVX2 void gather_avx2(const FeistelPermutation& p, const Netw
     k.key[r] = _mm256_set1_epi32(static_cast<int>(net.keys[r]));
     k.mult[r] = _mm256_set1_epi32(static_cast<int>(net.mults[r]));
   }
-  if (net.rounds == FeistelPermutation::kDefaultRounds) {
-    avx2_all<FeistelPermutation::kDefaultRounds>(p, net, k, first, stride, count, out);
+  if (net.rounds == FeistelPermutation::kVersion2Rounds) {
+    avx2_all<FeistelPermutation::kVersion2Rounds>(p, net, k, first, stride, count, out);
   } else {
     avx2_all<0>(p, net, k, first, stride, count, out);
   }
@@ -397,11 +466,12 @@ struct Avx512Keys {
   uint32_t last;  // P after the last round
 };
 
-// floor(h * size / 2^32) per 32-bit lane (as avx2_scale).
+// floor(h * size / 2^32) per 32-bit lane, as avx2_scale.
 DISTSAMPLER_TARGET_AVX512 inline __m512i avx512_scale(__m512i h, __m512i size) {
-  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(h, size), 32);
+  const __m512i even = _mm512_mul_epu32(h, size);
   const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(h, 32), size);
-  return _mm512_mask_blend_epi32(0xaaaa, even, odd);
+  // The even lanes take the high words of their products (one masked in-lane shuffle).
+  return _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_DDBB);
 }
 
 // R > 0: the rounds as a constant (the default 8, unrolled by the compiler); 0: net.rounds.
@@ -453,7 +523,7 @@ DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_narrow(const FeistelPermutation
       right[v] = _mm512_and_si512(pos, rmask);
       pos = _mm512_add_epi32(pos, step);
     }
-    avx512_rounds<V, R>(net, k, left, right);
+    avx512_rounds<V, R>(net, opaque(k), left, right);
     __m512i flags = zero;  // the largest left of the step
     for (int v = 0; v < V; ++v) {
       // (left << s) | (right ^ last), the carried key removed in the same instruction.
@@ -477,29 +547,35 @@ DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_wide(const FeistelPermutation& 
                                                       uint64_t first, uint64_t stride, uint64_t j,
                                                       uint64_t count, uint64_t* out) {
   const __m512i bound = _mm512_set1_epi32(static_cast<int>(walk_bound(net)));
-  const __m128i s = _mm_cvtsi32_si128(net.right_bits);
-  const __m128i hs = _mm_cvtsi32_si128(32 - net.right_bits);
-  const __m512i rmask = _mm512_set1_epi64(static_cast<int64_t>(net.right_mask));
-  __m512i pos0 =
-      _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(first + j * stride)),
-                       _mm512_mullo_epi64(_mm512_set1_epi64(static_cast<int64_t>(stride)),
-                                          _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)));
-  __m512i pos1 = _mm512_add_epi64(pos0, _mm512_set1_epi64(static_cast<int64_t>(8 * stride)));
-  const __m512i step = _mm512_set1_epi64(static_cast<int64_t>(16 * stride));
+  const int bits = net.right_bits;
+  const __m128i s = _mm_cvtsi32_si128(bits);
+  const __m128i hs = _mm_cvtsi32_si128(32 - bits);
+  // The parts of the lanes' positions, carried from vector to vector as 32-bit lanes: the left
+  // part, and the right part shifted up by 32 - s so that the carry into the left part is the
+  // unsigned wrap of the addition (any s <= 32). Lane i holds position x0 + kAvx512Lane[i] *
+  // stride; each vector moves on by 16 * stride (below 2^63 whenever a vector fits in count).
+  alignas(64) uint32_t left0[16], right0[16];
+  for (int i = 0; i < 16; ++i) {
+    const uint64_t x = first + (j + static_cast<uint64_t>(kAvx512Lane[i])) * stride;
+    left0[i] = static_cast<uint32_t>(x >> bits);
+    right0[i] = static_cast<uint32_t>((x & net.right_mask) << (32 - bits));
+  }
+  __m512i lpos = _mm512_load_si512(left0), rpos = _mm512_load_si512(right0);
+  const uint64_t delta = 16 * stride;
+  const __m512i dl = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(delta >> bits)));
+  const __m512i dr = _mm512_set1_epi32(
+      static_cast<int>(static_cast<uint32_t>((delta & net.right_mask) << (32 - bits))));
+  const __m512i one = _mm512_set1_epi32(1);
   for (; j + 16 * V <= count; j += 16 * V) {
     __m512i left[V], right[V];
     for (int v = 0; v < V; ++v) {
-      // In-lane shuffles of the low halves of pos0's and pos1's 64-bit lanes: kAvx512Lane order.
-      left[v] = _mm512_castps_si512(
-          _mm512_shuffle_ps(_mm512_castsi512_ps(_mm512_srl_epi64(pos0, s)),
-                            _mm512_castsi512_ps(_mm512_srl_epi64(pos1, s)), 0x88));
-      right[v] = _mm512_castps_si512(
-          _mm512_shuffle_ps(_mm512_castsi512_ps(_mm512_and_si512(pos0, rmask)),
-                            _mm512_castsi512_ps(_mm512_and_si512(pos1, rmask)), 0x88));
-      pos0 = _mm512_add_epi64(pos0, step);
-      pos1 = _mm512_add_epi64(pos1, step);
+      left[v] = lpos;
+      right[v] = _mm512_srl_epi32(rpos, hs);
+      rpos = _mm512_add_epi32(rpos, dr);
+      lpos = _mm512_add_epi32(lpos, dl);
+      lpos = _mm512_mask_add_epi32(lpos, _mm512_cmplt_epu32_mask(rpos, dr), lpos, one);
     }
-    avx512_rounds<V, R>(net, k, left, right);
+    avx512_rounds<V, R>(net, opaque(k), left, right);
     __m512i flags = _mm512_setzero_si512();
     for (int v = 0; v < V; ++v) {
       // The value's low and high 32 bits, interleaved back into 64-bit lanes. s = 32 needs no
@@ -548,8 +624,8 @@ DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p, const 
     carried = next;
   }
   k.last = carried;
-  if (net.rounds == FeistelPermutation::kDefaultRounds) {
-    avx512_all<FeistelPermutation::kDefaultRounds>(p, net, k, first, stride, count, out);
+  if (net.rounds == FeistelPermutation::kVersion2Rounds) {
+    avx512_all<FeistelPermutation::kVersion2Rounds>(p, net, k, first, stride, count, out);
   } else {
     avx512_all<0>(p, net, k, first, stride, count, out);
   }
@@ -571,6 +647,9 @@ void FeistelPermutation::gather_version2(uint64_t first, uint64_t stride, uint64
       break;
     case detail::SimdLevel::kAvx2:
       gather_avx2(*this, net, first, stride, count, out);
+      break;
+    case detail::SimdLevel::kSse41:
+      gather_sse41(*this, net, first, stride, count, out);
       break;
 #endif
     default:

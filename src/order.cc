@@ -150,10 +150,11 @@ void validate(const OrderOptions& options) {
     throw std::invalid_argument("randperm = " + std::to_string(static_cast<int>(options.randperm)) +
                                 " is not a variant; allowed: current, classic");
   }
-  if (options.feistel_rounds < 1 || options.feistel_rounds > FeistelPermutation::kMaxRounds) {
+  if (options.feistel_rounds < 0 || options.feistel_rounds > FeistelPermutation::kMaxRounds) {
     throw std::invalid_argument("feistel_rounds = " + std::to_string(options.feistel_rounds) +
                                 " is out of range; allowed: 1 <= feistel_rounds <= " +
-                                std::to_string(FeistelPermutation::kMaxRounds));
+                                std::to_string(FeistelPermutation::kMaxRounds) +
+                                ", or 0 for the version's default");
   }
   if (options.feistel_version != FeistelPermutation::kVersion1 &&
       options.feistel_version != FeistelPermutation::kVersion2) {

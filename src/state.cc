@@ -296,7 +296,10 @@ Fingerprint fingerprint(const SamplerOptions& options) {
   f.order = options.order;
   if (options.order == OrderKind::kTorch) f.randperm = options.randperm;
   if (options.order == OrderKind::kFeistel) {
-    f.feistel_rounds = options.feistel_rounds;
+    // The rounds the order runs: a checkpoint names them even when the options took the default.
+    f.feistel_rounds = options.feistel_rounds != FeistelPermutation::kVersionDefaultRounds
+                           ? options.feistel_rounds
+                           : FeistelPermutation::default_rounds(options.feistel_version);
     f.feistel_version = options.feistel_version;
   }
   return f;

@@ -32,7 +32,8 @@
 //                 for lag = 2^floor(k/2) and 2^ceil(k/2), k = bit_width(n - 1) (one unit of a
 //                 Feistel network's left part), in 64 bins against uniform on [1, n): a
 //                 chi-square of 63. It is what tells rounds apart: version 2 with 4 or 5 rounds
-//                 gives z = 23 to 46 in 20 permutations, 6 and 8 pass.
+//                 gives z = 23 to 46 in 20 permutations, 6 and 8 pass at 131,073 and above;
+//                 6 read z = 3.8 at 65,537 (2000 permutations), which therefore runs 8.
 //   rank share    n >= 1000: 8 ranks read positions r, r + 8, ... (PyTorch's interleave) of a
 //                 dataset sorted into 10 contiguous classes; each trial's rank x class table is
 //                 hypergeometric, Pearson's statistics summed over trials.
@@ -115,7 +116,7 @@ struct Generator {
 std::vector<Generator> generators() {
   auto feistel = [](int version) {
     return [version](uint64_t n, uint64_t seed, uint64_t epoch, uint64_t* out) {
-      FeistelPermutation(n, seed, epoch, FeistelPermutation::kDefaultRounds, version)
+      FeistelPermutation(n, seed, epoch, FeistelPermutation::kVersionDefaultRounds, version)
           .gather(0, 1, n, out);
     };
   };
@@ -508,6 +509,7 @@ int main(int argc, char** argv) {
     plans.push_back({100, 500000, 200000});
     plans.push_back({1000, 50000, 50000});
     for (uint64_t n : {65535, 65536, 65537}) plans.push_back({n, 2000, 2000});
+    plans.push_back({131073, 1000, 1000});
     plans.push_back({1000003, 300, 300});
     plans.push_back({10000000, 12, 12});
   } else {
@@ -519,8 +521,9 @@ int main(int argc, char** argv) {
     plans.push_back({100, 20000, 20000});
     plans.push_back({1000, 4000, 4000});
     for (uint64_t n : {65535, 65536, 65537}) plans.push_back({n, 200, 200});
-    // Above 2^16, where version 2 runs its default 8 rounds, and with L = 977 for the left part,
-    // the mantissa that exposed the unscaled modular rounds (src/feistel.cc).
+    // The smallest size where version 2 runs its default 6 rounds (feistel.h), and one with L =
+    // 977 for the left part, the range that exposed the unscaled modular rounds (src/feistel.cc).
+    plans.push_back({131073, 40, 40});
     plans.push_back({1000003, 20, 20});
   }
   const std::vector<Generator> gens = generators();

@@ -10,8 +10,9 @@ namespace distsampler {
 
 namespace detail {
 // The instruction sets FeistelPermutation::gather has a kernel for. Every kernel produces the same
-// bits as operator(); they differ only in speed. kPortable is plain C++ and runs everywhere.
-enum class SimdLevel { kPortable, kAvx2, kAvx512 };
+// bits as operator(); they differ only in speed. kPortable is plain C++ and runs everywhere;
+// kSse41 is the same code built for SSE4.1 (x86-64; version 1 runs its portable kernel there).
+enum class SimdLevel { kPortable, kAvx2, kAvx512, kSse41 };
 // Whether this build has a kernel for `level` and this CPU can run it.
 bool simd_level_supported(SimdLevel level);
 // The fastest supported level, detected once; gather(first, stride, count, out) uses it.
@@ -48,10 +49,15 @@ SimdLevel best_simd_level();
 // draws, held as a 64-byte table; sizes up to 2^16 run at least 24 rounds.
 class FeistelPermutation {
  public:
-  // The rounds most users should take: 8 keep the cost per index at a few nanoseconds, and pairs
-  // of positions land uniformly for every size above 64 (tests check 64 to 257). Fewer rounds
-  // are faster and measurably less uniform.
-  static constexpr int kDefaultRounds = 8;
+  // The rounds most users should take, per version. Version 1: 8 keep the cost per index at a few
+  // nanoseconds, and pairs of positions land uniformly for every size above 64 (tests check 64
+  // to 257). Version 2: 6, the fewest the battery (tools/quality.cc) cannot tell from a uniform
+  // shuffle at every size it tests; its pair-difference statistic fails 4 and 5 (feistel.cc).
+  // Fewer rounds are faster and measurably less uniform.
+  static constexpr int kVersion1Rounds = 8;
+  static constexpr int kVersion2Rounds = 6;
+  // Passed as rounds: the version's default (default_rounds).
+  static constexpr int kVersionDefaultRounds = 0;
   static constexpr int kMaxRounds = 32;
   // Halves of one to three bits mix slowly: with 8 rounds some permutations of 5 elements appear
   // 10x too often. Sizes up to kSmallSize therefore run at least kSmallSizeRounds rounds, after
@@ -64,6 +70,10 @@ class FeistelPermutation {
   static constexpr int kVersion1 = 1;
   static constexpr int kVersion2 = 2;
   static constexpr int kDefaultVersion = kVersion2;
+  // kVersion1Rounds or kVersion2Rounds (version is 1 or 2).
+  static constexpr int default_rounds(int version) {
+    return version == kVersion1 ? kVersion1Rounds : kVersion2Rounds;
+  }
   // Version 2 shuffles sizes up to this exactly (a table of this many bytes).
   static constexpr uint64_t kExactSize = 64;
   // Version 2 runs at least kSmallSizeRounds rounds up to this size (parts of at most 8 bits):
@@ -72,11 +82,17 @@ class FeistelPermutation {
   // 500,000 permutations, on the first version 2 network; 12 rounds passed). The cost stays
   // below a millisecond per epoch.
   static constexpr uint64_t kSmallDomainVersion2 = uint64_t{1} << 16;
+  // Above that and up to this size (a left part of at most 8 bits, L <= 256), version 2 runs at
+  // least kNarrowDomainRounds: with 6 the battery's pair-difference statistic read z = 3.8 at
+  // n = 65,537 (L = 129, 2000 permutations), against |z| < 1 with 8 there and with 6 at
+  // n = 131,073 (L = 257) and 1,000,003.
+  static constexpr uint64_t kNarrowDomainVersion2 = uint64_t{1} << 17;
+  static constexpr int kNarrowDomainRounds = 8;
 
   FeistelPermutation() : FeistelPermutation(0, 0, 0) {}
-  // Throws std::invalid_argument when n > 2^63, rounds is outside [1, 32] or version is not 1 or
-  // 2.
-  FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds = kDefaultRounds,
+  // rounds = kVersionDefaultRounds (0) takes default_rounds(version). Throws
+  // std::invalid_argument when n > 2^63, rounds is outside [0, 32] or version is not 1 or 2.
+  FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds = kVersionDefaultRounds,
                      int version = kDefaultVersion);
 
   uint64_t size() const { return n_; }

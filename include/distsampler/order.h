@@ -33,9 +33,9 @@ struct OrderOptions {
   Seed seed;
   bool shuffle = true;
   OrderKind kind = OrderKind::kTorch;
-  RandpermVariant randperm = RandpermVariant::kCurrent;       // kind == kTorch only
-  int feistel_rounds = FeistelPermutation::kDefaultRounds;    // kind == kFeistel only
-  int feistel_version = FeistelPermutation::kDefaultVersion;  // kind == kFeistel only: 1 or 2
+  RandpermVariant randperm = RandpermVariant::kCurrent;            // kind == kTorch only
+  int feistel_rounds = FeistelPermutation::kVersionDefaultRounds;  // kind == kFeistel; 0: default
+  int feistel_version = FeistelPermutation::kDefaultVersion;       // kind == kFeistel only: 1 or 2
 };
 
 // One epoch's order: position p in [0, size) holds dataset index at(p).

@@ -23,7 +23,8 @@ struct SamplerOptions {
   bool drop_last = false;
   OrderKind order = OrderKind::kTorch;
   RandpermVariant randperm = RandpermVariant::kCurrent;
-  int feistel_rounds = FeistelPermutation::kDefaultRounds;
+  // 0: the version's default (FeistelPermutation::default_rounds: 8 for version 1, 6 for 2).
+  int feistel_rounds = FeistelPermutation::kVersionDefaultRounds;
   // Duplicate-free evaluation without padding: rank sizes differ by at most one (partition.h).
   // Excludes drop_last. For padded-with-mask evaluation keep the default padding and skip the
   // samples RankView::is_padding flags.

@@ -35,7 +35,7 @@ std::shared_ptr<const EpochOrder> make_bucketed_order(const BucketOptions& optio
   // Version 1 throughout the policies: their orders are frozen by their tests and checkpoints
   // carry no Feistel version for them.
   const FeistelPermutation shuffle(n, options.seed.bits(), epoch,
-                                   FeistelPermutation::kDefaultRounds,
+                                   FeistelPermutation::kVersion1Rounds,
                                    FeistelPermutation::kVersion1);
   std::vector<uint64_t> windowed(n);
   shuffle.gather(0, 1, n, windowed.data());
@@ -51,7 +51,7 @@ std::shared_ptr<const EpochOrder> make_bucketed_order(const BucketOptions& optio
   }
   const uint64_t full = n / b;
   const FeistelPermutation batch_order(full, derive_key(options.seed.bits(), 0, kDomainBatches),
-                                       epoch, FeistelPermutation::kDefaultRounds,
+                                       epoch, FeistelPermutation::kVersion1Rounds,
                                        FeistelPermutation::kVersion1);
   std::vector<uint64_t> out(n);
   for (uint64_t j = 0; j < full; ++j) {

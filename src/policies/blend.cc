@@ -428,7 +428,8 @@ BlendedSample BlendedSampler::global(uint64_t g) const {
   const uint64_t n = options_.sizes[s.dataset];
   // Version 1: blend orders are frozen by their tests and their checkpoints carry no version.
   const FeistelPermutation order(n, keys_[s.dataset], s.index / n,
-                                 FeistelPermutation::kDefaultRounds, FeistelPermutation::kVersion1);
+                                 FeistelPermutation::kVersion1Rounds,
+                                 FeistelPermutation::kVersion1);
   return BlendedSample{s.dataset, order(s.index % n)};
 }
 

@@ -22,7 +22,7 @@ class ShardOrder final : public EpochOrder {
     for (uint64_t s = 0, sum = 0; s < m; ++s) start[s] = sum, sum += options.shard_sizes[s];
     const uint64_t key = derive_key(options.seed.bits(), 0, kDomainShards);
     // Version 1: shard orders are frozen by their tests and their checkpoints carry no version.
-    const FeistelPermutation shard_order(m, key, epoch, FeistelPermutation::kDefaultRounds,
+    const FeistelPermutation shard_order(m, key, epoch, FeistelPermutation::kVersion1Rounds,
                                          FeistelPermutation::kVersion1);
     shard_start_.resize(m);
     cum_.resize(m + 1);
@@ -42,7 +42,7 @@ class ShardOrder final : public EpochOrder {
     const uint64_t last = std::min<uint64_t>(first + window_, cum_.size() - 1);
     const uint64_t base = cum_[first];
     const FeistelPermutation within(cum_[last] - base, mix64(window_key_ ^ first), epoch_,
-                                    FeistelPermutation::kDefaultRounds,
+                                    FeistelPermutation::kVersion1Rounds,
                                     FeistelPermutation::kVersion1);
     const uint64_t q = base + within(position - base);
     const uint64_t k =

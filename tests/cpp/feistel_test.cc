@@ -15,7 +15,7 @@ namespace {
 // Checks that the permutation of [0, n) hits every value once, through gather (the vectorized
 // path) and operator() on a sample of positions, and that inverse undoes it.
 void expect_bijection(uint64_t n, uint64_t seed, uint64_t epoch, int version) {
-  const FeistelPermutation p(n, seed, epoch, FeistelPermutation::kDefaultRounds, version);
+  const FeistelPermutation p(n, seed, epoch, FeistelPermutation::kVersionDefaultRounds, version);
   std::vector<uint64_t> out(n);
   p.gather(0, 1, n, out.data());
   std::vector<bool> seen(n, false);
@@ -67,7 +67,7 @@ TEST(Feistel, SampledBijectionUpTo2To63) {
   for (uint64_t n : sizes) {
     if (n > FeistelPermutation::kMaxSize) continue;
     for (int version : kVersions) {
-      const FeistelPermutation p(n, 42, 3, FeistelPermutation::kDefaultRounds, version);
+      const FeistelPermutation p(n, 42, 3, FeistelPermutation::kVersionDefaultRounds, version);
       uint64_t x = 0x9e3779b97f4a7c15ull;
       for (int i = 0; i < 2000; ++i) {
         x = mix64(x);
@@ -87,8 +87,8 @@ TEST(Feistel, GatherEqualsOperatorWithStrides) {
   for (const uint64_t seed : {1, 2, 3, 4}) {
     const FeistelPermutation q(1000, seed, 0);
     for (uint64_t position : {uint64_t{0}, q.inverse(0), q.inverse(1), uint64_t{999}}) {
-      for (auto level :
-           {detail::SimdLevel::kPortable, detail::SimdLevel::kAvx2, detail::SimdLevel::kAvx512}) {
+      for (auto level : {detail::SimdLevel::kPortable, detail::SimdLevel::kSse41,
+                         detail::SimdLevel::kAvx2, detail::SimdLevel::kAvx512}) {
         if (!detail::simd_level_supported(level)) continue;
         std::vector<uint64_t> out(100);
         q.gather(position, 0, out.size(), out.data(), level);
@@ -120,7 +120,8 @@ TEST(Feistel, EveryGatherKernelEqualsOperator) {
   const uint64_t counts[] = {1, 15, 16, 17, 255, 256, 257, 1000, 2049, 16389};
   const uint64_t strides[] = {1, 2, 3, 8, 1000003};
   int checked = 0;
-  for (SimdLevel level : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+  for (SimdLevel level :
+       {SimdLevel::kPortable, SimdLevel::kSse41, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
     if (!detail::simd_level_supported(level)) {
       EXPECT_THROW(FeistelPermutation(10, 0, 0).gather(0, 1, 1, nullptr, level),
                    std::invalid_argument);
@@ -130,7 +131,8 @@ TEST(Feistel, EveryGatherKernelEqualsOperator) {
     for (uint64_t n : sizes) {
       // Alternating versions, and for version 2 seeds with and without the parity swap.
       const int version = kVersions[n % 2];
-      const FeistelPermutation p(n, n ^ 0x5eed, 3, FeistelPermutation::kDefaultRounds, version);
+      const FeistelPermutation p(n, n ^ 0x5eed, 3, FeistelPermutation::kVersionDefaultRounds,
+                                 version);
       for (uint64_t count : counts) {
         for (uint64_t stride : strides) {
           if ((count - 1) * stride >= n) continue;
@@ -173,7 +175,7 @@ void expect_uniform_permutations(uint64_t n, int per_cell,
   const int trials = cells * per_cell;
   for (int t = 0; t < trials; ++t) {
     const FeistelPermutation p(n, static_cast<uint64_t>(t / 4), static_cast<uint64_t>(t % 4),
-                               FeistelPermutation::kDefaultRounds, version);
+                               FeistelPermutation::kVersionDefaultRounds, version);
     std::vector<uint64_t> perm(n);
     for (uint64_t i = 0; i < n; ++i) perm[i] = p(i);
     ++counts[perm];
@@ -203,7 +205,8 @@ TEST(Feistel, PairsOfPositionsAreUniform) {
     const uint64_t cells = n * (n - 1);
     std::vector<int> counts(n * n, 0);
     for (uint64_t t = 0; t < cells * per_cell; ++t) {
-      const FeistelPermutation p(n, t, 77, FeistelPermutation::kDefaultRounds, kVersions[t % 2]);
+      const FeistelPermutation p(n, t, 77, FeistelPermutation::kVersionDefaultRounds,
+                                 kVersions[t % 2]);
       ++counts[p(0) * n + p(n - 1)];
     }
     double chi2 = 0;
@@ -234,9 +237,9 @@ TEST(Feistel, KeysHashSeedAndEpochTogetherNotTheirSum) {
 TEST(Feistel, FrozenKnownAnswers) {
   // The same bits on every compiler and platform: values produced once, never to change.
   for (const auto& c : testing::read_golden("feistel.txt")) {
-    const FeistelPermutation p(std::stoull(c.fields.at(0)), std::stoull(c.fields.at(1)),
-                               std::stoull(c.fields.at(2)), FeistelPermutation::kDefaultRounds,
-                               FeistelPermutation::kVersion1);
+    const FeistelPermutation p(
+        std::stoull(c.fields.at(0)), std::stoull(c.fields.at(1)), std::stoull(c.fields.at(2)),
+        FeistelPermutation::kVersionDefaultRounds, FeistelPermutation::kVersion1);
     const uint64_t first = std::stoull(c.fields.at(3));
     for (size_t j = 0; j < c.values.size(); ++j) ASSERT_EQ(p(first + j), c.values[j]) << c.line;
   }
@@ -244,9 +247,9 @@ TEST(Feistel, FrozenKnownAnswers) {
 
 TEST(Feistel, FrozenKnownAnswersVersion2) {
   for (const auto& c : testing::read_golden("feistel_v2.txt")) {
-    const FeistelPermutation p(std::stoull(c.fields.at(0)), std::stoull(c.fields.at(1)),
-                               std::stoull(c.fields.at(2)), FeistelPermutation::kDefaultRounds,
-                               FeistelPermutation::kVersion2);
+    const FeistelPermutation p(
+        std::stoull(c.fields.at(0)), std::stoull(c.fields.at(1)), std::stoull(c.fields.at(2)),
+        FeistelPermutation::kVersionDefaultRounds, FeistelPermutation::kVersion2);
     const uint64_t first = std::stoull(c.fields.at(3));
     for (size_t j = 0; j < c.values.size(); ++j) ASSERT_EQ(p(first + j), c.values[j]) << c.line;
   }
@@ -313,7 +316,7 @@ TEST(Feistel, Version2DiffersFromVersion1AndIsTheDefault) {
 
 TEST(Feistel, RejectsBadArguments) {
   EXPECT_THROW(FeistelPermutation((uint64_t{1} << 63) + 1, 0, 0), std::invalid_argument);
-  EXPECT_THROW(FeistelPermutation(10, 0, 0, 0), std::invalid_argument);
+  EXPECT_THROW(FeistelPermutation(10, 0, 0, -1), std::invalid_argument);
   EXPECT_THROW(FeistelPermutation(10, 0, 0, 33), std::invalid_argument);
   EXPECT_THROW(FeistelPermutation(10, 0, 0).at(10), std::out_of_range);
   EXPECT_THROW(FeistelPermutation(10, 0, 0, 8, 0), std::invalid_argument);
@@ -322,8 +325,34 @@ TEST(Feistel, RejectsBadArguments) {
   EXPECT_EQ(FeistelPermutation(64, 0, 0, 3).rounds(), FeistelPermutation::kSmallSizeRounds);
   EXPECT_EQ(FeistelPermutation(65, 0, 0, 3, 1).rounds(), 3);
   EXPECT_EQ(FeistelPermutation(65536, 0, 0, 3, 2).rounds(), FeistelPermutation::kSmallSizeRounds);
-  EXPECT_EQ(FeistelPermutation(65537, 0, 0, 3, 2).rounds(), 3);
+  EXPECT_EQ(FeistelPermutation(65537, 0, 0, 3, 2).rounds(),
+            FeistelPermutation::kNarrowDomainRounds);
+  EXPECT_EQ(FeistelPermutation(131072, 0, 0, 0, 2).rounds(),
+            FeistelPermutation::kNarrowDomainRounds);
+  EXPECT_EQ(FeistelPermutation(131073, 0, 0, 3, 2).rounds(), 3);
+  EXPECT_EQ(FeistelPermutation(131073, 0, 0, 0, 2).rounds(), FeistelPermutation::kVersion2Rounds);
   EXPECT_NO_THROW(FeistelPermutation(uint64_t{1} << 63, 0, 0));
+}
+
+// Rounds = 0 takes the version's default: 8 for version 1 (as in every earlier release, so its
+// orders and checkpoints stay bit for bit), 6 for version 2; explicit rounds are kept as given.
+TEST(Feistel, DefaultRoundsDependOnTheVersion) {
+  EXPECT_EQ(FeistelPermutation(1000000, 0, 0).rounds(), 6);
+  EXPECT_EQ(FeistelPermutation(1000000, 0, 0, 0, 2).rounds(), 6);
+  EXPECT_EQ(FeistelPermutation(1000000, 0, 0, 0, 1).rounds(), 8);
+  EXPECT_EQ(FeistelPermutation(1000000, 0, 0, 8, 2).rounds(), 8);
+  EXPECT_EQ(FeistelPermutation::default_rounds(1), FeistelPermutation::kVersion1Rounds);
+  const FeistelPermutation a(1000000, 5, 1, 0, 1), b(1000000, 5, 1, 8, 1);
+  const FeistelPermutation c(1000000, 5, 1, 0, 2), d(1000000, 5, 1, 6, 2), e(1000000, 5, 1, 8, 2);
+  int same_v1 = 0, same_v2 = 0, same_8 = 0;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    same_v1 += a(i) == b(i);
+    same_v2 += c(i) == d(i);
+    same_8 += c(i) == e(i);
+  }
+  EXPECT_EQ(same_v1, 1000);
+  EXPECT_EQ(same_v2, 1000);
+  EXPECT_LT(same_8, 10);
 }
 
 }  // namespace

@@ -185,7 +185,9 @@ TEST(Sampler, ConstructorRejectsBadOptions) {
   expect_invalid(options_of(10, 2, 2), "rank");
   expect_invalid(options_of((uint64_t{1} << 63) + 1, 2, 0), "size");
   auto o = options_of(10, 2, 0, OrderKind::kFeistel);
-  o.feistel_rounds = 0;
+  o.feistel_rounds = -1;
+  expect_invalid(o, "feistel_rounds");
+  o.feistel_rounds = 33;
   expect_invalid(o, "feistel_rounds");
   o = options_of(10, 2, 0);
   o.order = static_cast<OrderKind>(9);

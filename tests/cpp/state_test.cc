@@ -143,6 +143,19 @@ TEST(State, FingerprintIsNormalizedAndIgnoresWorldSizeAndRank) {
   EXPECT_EQ(field_value(fingerprint(b), "uneven"), "true");
 }
 
+// A checkpoint names the rounds its order ran, also when the options took the version's default.
+TEST(State, FingerprintNamesTheDefaultRounds) {
+  SamplerOptions o = options_of(1000, 1, 0, OrderKind::kFeistel, false);
+  EXPECT_EQ(o.feistel_rounds, 0);
+  EXPECT_EQ(fingerprint(o).feistel_rounds, 6);
+  o.feistel_version = FeistelPermutation::kVersion1;
+  EXPECT_EQ(fingerprint(o).feistel_rounds, 8);
+  o.feistel_rounds = 12;
+  EXPECT_EQ(fingerprint(o).feistel_rounds, 12);
+  o.order = OrderKind::kTorch;
+  EXPECT_EQ(fingerprint(o).feistel_rounds, 0);
+}
+
 TEST(State, ByteLayoutIsFixed) {
   SamplerOptions o = options_of(0x0102030405060708ull, 1, 0, OrderKind::kFeistel, true);
   o.seed = Seed(int64_t{-2});

@@ -19,7 +19,7 @@ before it, by exactly one rule in an HTML comment the reader does not see:
       shared by the blocks that ask for it: for commands that build from the source (pip).
   <!-- docs-test: python [torchrun=N] [prelude=NAME] [runs=K] -->
       Run with /usr/bin/python3 and PYTHONPATH=build/python after PRELUDES[NAME], which defines
-      the free names the snippet uses; under torchrun with N processes (gloo on CPU) if asked;
+      the free names the snippet uses, and before EPILOGUES[NAME]; under torchrun with N processes (gloo on CPU) if asked;
       K times in a row (a checkpointing snippet then also takes its resume branch).
   <!-- docs-test: cpp prelude=NAME -->
       Compiled as C++17 with -Wall -Wextra -Werror (unused variables allowed): the block's #include lines at the top, the
@@ -84,6 +84,15 @@ PRELUDES = {
 path = os.path.join(os.environ["SCRATCH"], "loader_checkpoint.pt")
 time_to_save = True                                 # every batch; the second run resumes
 ''',
+}
+
+# What a script whose prelude is NAME ends with. A gloo process group left alive at exit can
+# abort the process ("terminate called without an active exception": pytorch/pytorch#190489);
+# PyTorch's documentation has every trainer call destroy_process_group at the end of main, as
+# the examples here do. One README block failed that way, once in several full runs.
+EPILOGUES = {
+    "ddp": "\ndist.destroy_process_group()\n",
+    "ddp-checkpoint": "\ndist.destroy_process_group()\n",
 }
 
 # C++ preludes (cpp prelude=NAME): includes, the body before the snippet, the libraries to link.
@@ -277,7 +286,8 @@ class Runner:
         source = PRELUDES[options["prelude"]] if "prelude" in options else ""
         script = os.path.join(self.scratch, f"snippet_{block.line}.py")
         with open(script, "w") as f:
-            f.write(source + f"# ---- {block.where} ----\n" + block.text)
+            f.write(source + f"# ---- {block.where} ----\n" + block.text +
+                    EPILOGUES.get(options.get("prelude"), ""))
         env = dict(self.env, PYTHONPATH=os.path.join(self.build, "python"), OMP_NUM_THREADS="1")
         if "torchrun" in options:
             command = TORCHRUN + [f"--nproc_per_node={options['torchrun']}", script]
