@@ -240,16 +240,20 @@ def check_positions(log_dir, runs, epochs, reference, per_batch, drop_last, size
     i.e. the loader's checkpoint counts what the loop received; each kept read's index equals the
     order's at its position; per epoch the kept positions are [0, end) exactly once, with end
     what the epoch's last pass (start C, W ranks) reaches: C + W * ceil((length - C) / W), or
-    floor with drop_last. A killed run's reads after the checkpoint the next run resumed from
+    floor with drop_last. A run's first pass counts from the start it recorded, also when it
+    read nothing (with drop_last, resuming near the end of an epoch on more ranks can leave no
+    full share, and the remainder is dropped). A killed run's reads after the checkpoint the next run resumed from
     are not kept (that run rolled them back). With `size`, the samples at the non-padding
     positions are distinct, and without drop_last they are each of [0, size) once."""
     loaded = load_batch_runs(log_dir, runs)
     problems = []
     stats = {"kept": 0, "rolled_back": 0}
     got = {}     # epoch -> {position: (run, rank, item)}
-    passes = {}  # epoch -> {(start, world)}
-    for k, ((_, _, world), logs) in enumerate(loaded):
+    passes = {}  # epoch -> {run: (start, world)}
+    for k, ((first_epoch, first_start, world), logs) in enumerate(loaded):
         limit = loaded[k + 1][0][:2] if k + 1 < len(loaded) else None
+        if first_epoch < epochs:
+            passes.setdefault(first_epoch, {})[k] = (first_start, world)
         for r, lines in sorted(logs.items()):
             where = f"run {k} rank {r}"
             current, received, batches = None, 0, 0
@@ -272,7 +276,7 @@ def check_positions(log_dir, runs, epochs, reference, per_batch, drop_last, size
                     stats["rolled_back"] += 1
                     continue
                 stats["kept"] += 1
-                passes.setdefault(epoch, set()).add((start, world))
+                passes.setdefault(epoch, {})[k] = (start, world)
                 items = [indices] if per_batch else [(i,) for i in indices]
                 first = received - len(items)
                 for j, item in enumerate(items, first):
@@ -289,7 +293,7 @@ def check_positions(log_dir, runs, epochs, reference, per_batch, drop_last, size
         if not passes.get(e):
             problems.append(f"epoch {e}: never read")
             continue
-        last_start, last_world = max(passes[e])
+        last_start, last_world = passes[e][max(passes[e])]
         left = max(length - last_start, 0)
         share = left // last_world if drop_last else -(-left // last_world)
         end = last_start + share * last_world
