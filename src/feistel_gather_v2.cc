@@ -10,12 +10,13 @@
 // bit) is applied last, at the two positions it concerns, which the constructor computed.
 //
 // Positions below 2^32 (n <= 2^32) are 32-bit lanes from the start; larger ones are produced as
-// 64-bit lanes, split into left (>> s) and right (& (2^s - 1)) parts and packed into 32-bit lanes,
-// which the output unpacks again. The kernels compute the scalar encrypt2's integer operations,
-// so every kernel gives the same bits (feistel_test compares each with operator()). Measured on
-// an AMD EPYC (Zen 4), one kernel call per 65,536 indices (docs/benchmarks.md): 0.81 to 0.87 ns
-// per index with AVX2, 0.63 to 0.69 with AVX-512, 2.6 to 3.1 portable (SSE2), against 1.8 to 4.7,
-// 1.2 to 3.7 and 6.4 to 13.7 for version 1, whose power-of-two domain walks up to half its lanes.
+// 64-bit lanes, split into left (>> s) and right (& (2^s - 1)) parts and packed into 32-bit lanes
+// (AVX-512 carries the two parts from vector to vector instead), which the output unpacks again.
+// The kernels compute the scalar encrypt2's integer operations, so every kernel gives the same bits
+// (feistel_test compares each with operator()). Measured on an AMD EPYC (Zen 4), one kernel call
+// per 65,536 indices (docs/benchmarks.md): 0.81 to 0.87 ns per index with AVX2, 0.63 to 0.69 with
+// AVX-512, 2.6 to 3.1 portable (SSE2), against 1.8 to 4.7, 1.2 to 3.7 and 6.4 to 13.7 for version
+// 1, whose power-of-two domain walks up to half its lanes.
 #include <algorithm>
 
 #include "distsampler/feistel.h"
@@ -55,7 +56,8 @@ inline void fix_step(const FeistelPermutation& p, uint64_t n, uint64_t first, ui
 #if defined(__GNUC__) || defined(__clang__)
 // The round constants, read through a pointer the compiler cannot see through: they stay memory
 // operands (AVX-512: embedded broadcasts) instead of being hoisted out of the loop into the
-// registers the lanes need, whose spills cost more than the loads (measured: AVX-512 3-4%).
+// registers the lanes need, whose spills cost more than the loads (measured: AVX-512 3-4%, the
+// portable kernel 5-10%). Not for AVX2, which measured 7% slower with it.
 template <typename Keys>
 inline __attribute__((always_inline)) const Keys& opaque(const Keys& k) {
   const Keys* p = &k;
@@ -65,7 +67,7 @@ inline __attribute__((always_inline)) const Keys& opaque(const Keys& k) {
 #endif
 
 // The portable kernel, for every CPU. With GCC or Clang it is written in their generic vector
-// extension (4 x 32-bit lanes: SSE2 on baseline x86-64, NEON on ARM, scalar code elsewhere), 4
+// extension (4 x 32-bit lanes: SSE2 on baseline x86-64, NEON on ARM, scalar code elsewhere), 6
 // vectors in flight, all rounds in registers; other compilers get the same lanes in plain loops.
 #if defined(__GNUC__) || defined(__clang__)
 typedef uint32_t Lanes __attribute__((vector_size(16)));
@@ -352,7 +354,7 @@ DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_narrow(const FeistelPermutation& p,
       right[v] = _mm256_and_si256(pos, rmask);
       pos = _mm256_add_epi32(pos, step);
     }
-    avx2_rounds<V, R>(net, opaque(k), left, right);
+    avx2_rounds<V, R>(net, k, left, right);
     __m256i flags = zero;  // the largest left of the step
     for (int v = 0; v < V; ++v) {
       const __m256i x = _mm256_or_si256(_mm256_sll_epi32(left[v], s), right[v]);
@@ -394,7 +396,7 @@ DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_wide(const FeistelPermutation& p, c
       pos0 = _mm256_add_epi64(pos0, step);
       pos1 = _mm256_add_epi64(pos1, step);
     }
-    avx2_rounds<V, R>(net, opaque(k), left, right);
+    avx2_rounds<V, R>(net, k, left, right);
     __m256i flags = _mm256_setzero_si256();
     for (int v = 0; v < V; ++v) {
       // The value's low and high 32 bits, interleaved back into 64-bit lanes (s = 32: the shifts
@@ -503,87 +505,75 @@ DISTSAMPLER_TARGET_AVX512 inline void avx512_rounds(const Network& net, const Av
   }
 }
 
-template <int V, int R>
-DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_narrow(const FeistelPermutation& p,
-                                                        const Network& net, const Avx512Keys& k,
-                                                        uint64_t first, uint64_t stride, uint64_t j,
-                                                        uint64_t count, uint64_t* out) {
-  const __m512i bound = _mm512_set1_epi32(static_cast<int>(walk_bound(net)));
-  const __m128i s = _mm_cvtsi32_si128(net.right_bits);
-  const __m512i rmask = _mm512_set1_epi32(static_cast<int>(net.right_mask));
-  const __m512i zero = _mm512_setzero_si512();
-  __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j * stride)),
-                                 _mm512_mullo_epi32(_mm512_set1_epi32(static_cast<int>(stride)),
-                                                    _mm512_loadu_si512(kAvx512Lane)));
-  const __m512i step = _mm512_set1_epi32(static_cast<int>(stride * 16));
-  for (; j + 16 * V <= count; j += 16 * V) {
-    __m512i left[V], right[V];
-    for (int v = 0; v < V; ++v) {
-      left[v] = _mm512_srl_epi32(pos, s);
-      right[v] = _mm512_and_si512(pos, rmask);
-      pos = _mm512_add_epi32(pos, step);
-    }
-    avx512_rounds<V, R>(net, opaque(k), left, right);
-    __m512i flags = zero;  // the largest left of the step
-    for (int v = 0; v < V; ++v) {
-      // (left << s) | (right ^ last), the carried key removed in the same instruction.
-      const __m512i x =
-          _mm512_ternarylogic_epi32(_mm512_sll_epi32(left[v], s), right[v],
-                                    _mm512_set1_epi32(static_cast<int>(k.last)), 0xf6);
-      uint64_t* o = out + j + 16 * v;
-      _mm512_storeu_si512(o, _mm512_unpacklo_epi32(x, zero));
-      _mm512_storeu_si512(o + 8, _mm512_unpackhi_epi32(x, zero));
-      flags = _mm512_max_epu32(flags, left[v]);
-    }
-    if (_mm512_cmpge_epu32_mask(flags, bound) != 0)
-      fix_step(p, net.n, first, stride, j, 16 * V, out);
-  }
-  return j;
-}
-
-template <int V, int R>
-DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_wide(const FeistelPermutation& p,
-                                                      const Network& net, const Avx512Keys& k,
-                                                      uint64_t first, uint64_t stride, uint64_t j,
-                                                      uint64_t count, uint64_t* out) {
+// V vectors of 16 lanes per step, from j while j + 16V <= count; returns the next j. The lanes'
+// positions are carried as their two parts, 32-bit lanes: lane i of the first vector holds
+// position first + (j + kAvx512Lane[i]) * stride, and each vector moves on by 16 * stride (below
+// 2^63 whenever a vector fits in count), adding dl to the left part and dr to the right one. A
+// step none of whose lanes carries from the right part into the left one (almost every step at
+// small strides) takes two additions per vector; the others add with the carry. kWide: n > 2^32,
+// whose values need a high word.
+template <int V, int R, bool kWide>
+DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_steps(const FeistelPermutation& p,
+                                                       const Network& net, const Avx512Keys& k,
+                                                       uint64_t first, uint64_t stride, uint64_t j,
+                                                       uint64_t count, uint64_t* out) {
   const __m512i bound = _mm512_set1_epi32(static_cast<int>(walk_bound(net)));
   const int bits = net.right_bits;
   const __m128i s = _mm_cvtsi32_si128(bits);
   const __m128i hs = _mm_cvtsi32_si128(32 - bits);
-  // The parts of the lanes' positions, carried from vector to vector as 32-bit lanes: the left
-  // part, and the right part shifted up by 32 - s so that the carry into the left part is the
-  // unsigned wrap of the addition (any s <= 32). Lane i holds position x0 + kAvx512Lane[i] *
-  // stride; each vector moves on by 16 * stride (below 2^63 whenever a vector fits in count).
+  const uint32_t mask = net.right_mask;
   alignas(64) uint32_t left0[16], right0[16];
   for (int i = 0; i < 16; ++i) {
     const uint64_t x = first + (j + static_cast<uint64_t>(kAvx512Lane[i])) * stride;
     left0[i] = static_cast<uint32_t>(x >> bits);
-    right0[i] = static_cast<uint32_t>((x & net.right_mask) << (32 - bits));
+    right0[i] = static_cast<uint32_t>(x & mask);
   }
   __m512i lpos = _mm512_load_si512(left0), rpos = _mm512_load_si512(right0);
   const uint64_t delta = 16 * stride;
+  const uint32_t dr32 = static_cast<uint32_t>(delta & mask);
   const __m512i dl = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(delta >> bits)));
-  const __m512i dr = _mm512_set1_epi32(
-      static_cast<int>(static_cast<uint32_t>((delta & net.right_mask) << (32 - bits))));
+  const __m512i dr = _mm512_set1_epi32(static_cast<int>(dr32));
+  const __m512i rmask = _mm512_set1_epi32(static_cast<int>(mask));
+  // 2^s modulo 2^32: s = 32's right parts carry by wrapping, and subtract nothing.
+  const __m512i radix =
+      _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(uint64_t{1} << bits)));
   const __m512i one = _mm512_set1_epi32(1);
+  const __m512i zero = _mm512_setzero_si512();
+  // No lane carries within a step if its right part is at most mask - V * dr.
+  const uint64_t step_dr = static_cast<uint64_t>(V) * dr32;
+  const bool carry_free = step_dr <= mask;
+  const __m512i no_carry =
+      _mm512_set1_epi32(static_cast<int>(carry_free ? static_cast<uint32_t>(mask - step_dr) : 0));
   for (; j + 16 * V <= count; j += 16 * V) {
     __m512i left[V], right[V];
-    for (int v = 0; v < V; ++v) {
-      left[v] = lpos;
-      right[v] = _mm512_srl_epi32(rpos, hs);
-      rpos = _mm512_add_epi32(rpos, dr);
-      lpos = _mm512_add_epi32(lpos, dl);
-      lpos = _mm512_mask_add_epi32(lpos, _mm512_cmplt_epu32_mask(rpos, dr), lpos, one);
+    if (carry_free && _mm512_cmpgt_epu32_mask(rpos, no_carry) == 0) {
+      for (int v = 0; v < V; ++v) {
+        left[v] = lpos;
+        right[v] = rpos;
+        rpos = _mm512_add_epi32(rpos, dr);
+        lpos = _mm512_add_epi32(lpos, dl);
+      }
+    } else {
+      for (int v = 0; v < V; ++v) {
+        left[v] = lpos;
+        right[v] = rpos;
+        rpos = _mm512_add_epi32(rpos, dr);
+        const __mmask16 carry =
+            _mm512_cmpgt_epu32_mask(rpos, rmask) | _mm512_cmplt_epu32_mask(rpos, dr);
+        rpos = _mm512_mask_sub_epi32(rpos, carry, rpos, radix);
+        lpos = _mm512_add_epi32(lpos, dl);
+        lpos = _mm512_mask_add_epi32(lpos, carry, lpos, one);
+      }
     }
     avx512_rounds<V, R>(net, opaque(k), left, right);
-    __m512i flags = _mm512_setzero_si512();
+    __m512i flags = zero;  // the largest left of the step
     for (int v = 0; v < V; ++v) {
-      // The value's low and high 32 bits, interleaved back into 64-bit lanes. s = 32 needs no
-      // high part from the shift (left itself is the high word), which the shift by 0 gives.
+      // (left << s) | (right ^ last), the carried key removed in the same instruction; for
+      // n > 2^32 also the high word (s = 32: left itself, which the shift by 0 gives).
       const __m512i lo =
           _mm512_ternarylogic_epi32(_mm512_sll_epi32(left[v], s), right[v],
                                     _mm512_set1_epi32(static_cast<int>(k.last)), 0xf6);
-      const __m512i hi = _mm512_srl_epi32(left[v], hs);
+      const __m512i hi = kWide ? _mm512_srl_epi32(left[v], hs) : zero;
       uint64_t* o = out + j + 16 * v;
       _mm512_storeu_si512(o, _mm512_unpacklo_epi32(lo, hi));
       _mm512_storeu_si512(o + 8, _mm512_unpackhi_epi32(lo, hi));
@@ -601,11 +591,11 @@ DISTSAMPLER_TARGET_AVX512 void avx512_all(const FeistelPermutation& p, const Net
                                           uint64_t count, uint64_t* out) {
   uint64_t j = 0;
   if (net.n <= (uint64_t{1} << 32)) {
-    j = avx512_narrow<kAvx512Vectors, R>(p, net, k, first, stride, j, count, out);
-    j = avx512_narrow<1, R>(p, net, k, first, stride, j, count, out);
+    j = avx512_steps<kAvx512Vectors, R, false>(p, net, k, first, stride, j, count, out);
+    j = avx512_steps<1, R, false>(p, net, k, first, stride, j, count, out);
   } else {
-    j = avx512_wide<kAvx512Vectors, R>(p, net, k, first, stride, j, count, out);
-    j = avx512_wide<1, R>(p, net, k, first, stride, j, count, out);
+    j = avx512_steps<kAvx512Vectors, R, true>(p, net, k, first, stride, j, count, out);
+    j = avx512_steps<1, R, true>(p, net, k, first, stride, j, count, out);
   }
   for (; j < count; ++j) out[j] = p.network_value(first + j * stride);
 }
