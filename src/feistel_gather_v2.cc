@@ -13,10 +13,11 @@
 // 64-bit lanes, split into left (>> s) and right (& (2^s - 1)) parts and packed into 32-bit lanes
 // (AVX-512 carries the two parts from vector to vector instead), which the output unpacks again.
 // The kernels compute the scalar encrypt2's integer operations, so every kernel gives the same bits
-// (feistel_test compares each with operator()). Measured on an AMD EPYC (Zen 4), one kernel call
-// per 65,536 indices (docs/benchmarks.md): 0.81 to 0.87 ns per index with AVX2, 0.63 to 0.69 with
-// AVX-512, 2.6 to 3.1 portable (SSE2), against 1.8 to 4.7, 1.2 to 3.7 and 6.4 to 13.7 for version
-// 1, whose power-of-two domain walks up to half its lanes.
+// (feistel_test compares each with operator()). Measured on an AMD EPYC (Zen 4), 6 rounds, one
+// kernel call per 65,536 indices (docs/benchmarks.md): 0.62 to 0.68 ns per index with AVX2, 0.46
+// to 0.49 with AVX-512, 1.7 to 2.0 portable built for SSE4.1 and 2.0 to 2.2 for SSE2, against 1.7
+// to 4.5, 1.1 to 3.3 and 5.7 to 12.9 for version 1 (8 rounds), whose power-of-two domain walks up
+// to half its lanes.
 #include <algorithm>
 
 #include "distsampler/feistel.h"
