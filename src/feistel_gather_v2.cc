@@ -68,13 +68,13 @@ inline __attribute__((always_inline)) const Keys& opaque(const Keys& k) {
 #endif
 
 // The portable kernel, for every CPU. With GCC or Clang it is written in their generic vector
-// extension (4 x 32-bit lanes: SSE2 on baseline x86-64, NEON on ARM, scalar code elsewhere), 6
+// extension (4 x 32-bit lanes: SSE2 on baseline x86-64, NEON on ARM, scalar code elsewhere), 7
 // vectors in flight, all rounds in registers; other compilers get the same lanes in plain loops.
 #if defined(__GNUC__) || defined(__clang__)
 typedef uint32_t Lanes __attribute__((vector_size(16)));
 typedef int32_t Mask __attribute__((vector_size(16)));
 typedef uint64_t Wide __attribute__((vector_size(32)));
-constexpr int kPortableVectors = 6;
+constexpr int kPortableVectors = 7;
 constexpr int kPortableLanes = 4 * kPortableVectors;
 
 // floor(h * size / 2^32) per lane, h = x * m mod 2^32: the modular round's scaled hash. On
@@ -83,15 +83,25 @@ constexpr int kPortableLanes = 4 * kPortableVectors;
 // generic vector code would emulate a 32-bit multiply in six instructions and a 64-bit one in
 // more); elsewhere the generic vector code.
 typedef uint64_t Pairs __attribute__((vector_size(16)));
+#if defined(__SSE2__)
+// Lanes (a.w, b.w, a.w', b.w') from two vectors of 64-bit products a (of lanes 0 and 2) and b (of
+// lanes 1 and 3): their low words (kHigh false) or high words, in two shuffles.
+template <bool kHigh>
+inline __attribute__((always_inline)) __m128i interleave_words(__m128i a, __m128i b) {
+  const __m128 words = _mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b),
+                                      kHigh ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm_shuffle_epi32(_mm_castps_si128(words), _MM_SHUFFLE(3, 1, 2, 0));
+}
+#endif
+
 inline __attribute__((always_inline)) Lanes portable_scaled_hash(Lanes x, Lanes m, uint32_t size) {
 #if defined(__SSE2__)
   const __m128i xv = reinterpret_cast<__m128i>(x);
   const __m128i mv = reinterpret_cast<__m128i>(m);
   const __m128i sv = _mm_set1_epi32(static_cast<int>(size));
-  const __m128i even = _mm_srli_epi64(_mm_mul_epu32(_mm_mul_epu32(xv, mv), sv), 32);
+  const __m128i even = _mm_mul_epu32(_mm_mul_epu32(xv, mv), sv);
   const __m128i odd = _mm_mul_epu32(_mm_mul_epu32(_mm_srli_epi64(xv, 32), mv), sv);
-  return reinterpret_cast<Lanes>(_mm_or_si128(
-      even, _mm_and_si128(odd, _mm_set1_epi64x(static_cast<int64_t>(0xffffffff00000000u)))));
+  return reinterpret_cast<Lanes>(interleave_words<true>(even, odd));
 #else
   const Pairs hp = reinterpret_cast<Pairs>(x * m);
   const Pairs even = (hp & 0xffffffffu) * size;
@@ -101,8 +111,8 @@ inline __attribute__((always_inline)) Lanes portable_scaled_hash(Lanes x, Lanes 
 }
 
 // x * m mod 2^32 per lane, m the same in every lane. SSE2 has no 32-bit multiply: two pmuludq
-// (the odd lanes' x shifted down; m needs no shift, being the same in both words) and three
-// shuffles, one instruction fewer than the compilers' generic vector code, which cannot know
+// (the odd lanes' x shifted down; m needs no shift, being the same in both words) and two
+// shuffles, two instructions fewer than the compilers' generic vector code, which cannot know
 // that m is a splat.
 // kNative: the target has a 32-bit multiply (SSE4.1's pmulld, NEON), which x * m compiles to.
 template <bool kNative>
@@ -113,8 +123,7 @@ inline __attribute__((always_inline)) Lanes portable_mullo(Lanes x, Lanes m) {
   const __m128i mv = reinterpret_cast<__m128i>(m);
   const __m128i even = _mm_mul_epu32(xv, mv);
   const __m128i odd = _mm_mul_epu32(_mm_srli_epi64(xv, 32), mv);
-  return reinterpret_cast<Lanes>(
-      _mm_unpacklo_epi32(_mm_shuffle_epi32(even, 0x08), _mm_shuffle_epi32(odd, 0x08)));
+  return reinterpret_cast<Lanes>(interleave_words<false>(even, odd));
 #else
   return x * m;
 #endif
@@ -171,6 +180,21 @@ inline void portable_fix(const FeistelPermutation& p, const Network& net, const 
 }
 
 // R as for the x86 kernels: the rounds as a constant, or 0 for net.rounds.
+// The rounds, the 64-bit output and the fix of one step of positions above 2^32.
+template <int R, bool kSmall, bool kNative>
+inline __attribute__((always_inline)) void portable_wide_step(
+    const FeistelPermutation& p, const Network& net, const PortableKeys& keys, Lanes* left,
+    Lanes* right, uint64_t first, uint64_t stride, uint64_t j, uint64_t* out) {
+  portable_rounds<R, kSmall, kNative>(net, keys, left, right);
+  const int s = net.right_bits;
+  for (int v = 0; v < kPortableVectors; ++v) {
+    const Wide x =
+        (__builtin_convertvector(left[v], Wide) << s) | __builtin_convertvector(right[v], Wide);
+    __builtin_memcpy(out + j + 4 * v, &x, sizeof x);
+  }
+  portable_fix(p, net, left, first, stride, j, out);
+}
+
 // Inlined into each entry point below, so that it compiles for that entry's instruction set.
 template <int R, bool kSmall, bool kNative>
 inline __attribute__((always_inline)) void portable_all(const FeistelPermutation& p,
@@ -206,6 +230,47 @@ inline __attribute__((always_inline)) void portable_all(const FeistelPermutation
       }
       portable_fix(p, net, left, first, stride, j, out);
     }
+  } else if (s <= 30) {
+    // Larger positions carried as their two parts (as the AVX-512 kernel does), which spares the
+    // 64-bit shifts and narrowing shuffles per vector; s <= 30 keeps the right parts and their
+    // sums below 2^31, where the signed compare decides (n < 2^60).
+    Lanes lpos, rpos;
+    for (int i = 0; i < 4; ++i) {
+      const uint64_t x = first + static_cast<uint64_t>(i) * stride;
+      lpos[i] = static_cast<uint32_t>(x >> s);
+      rpos[i] = static_cast<uint32_t>(x & rmask);
+    }
+    const uint64_t delta = 4 * stride;
+    const uint32_t dr = static_cast<uint32_t>(delta & rmask);
+    const uint32_t dl = static_cast<uint32_t>(delta >> s);
+    const uint64_t step_dr = uint64_t{kPortableVectors} * dr;
+    const bool carry_free = step_dr <= rmask;
+    // No lane carries within a step if its right part is at most rmask - V * dr.
+    const int32_t no_carry = carry_free ? static_cast<int32_t>(rmask - step_dr) : -1;
+    for (; j + kPortableLanes <= count; j += kPortableLanes) {
+      const Mask over = reinterpret_cast<Mask>(rpos) > no_carry;
+      if (carry_free && (over[0] | over[1] | over[2] | over[3]) == 0) {
+        for (int v = 0; v < kPortableVectors; ++v) {
+          left[v] = lpos;
+          right[v] = rpos;
+          rpos += dr;
+          lpos += dl;
+        }
+      } else {
+        for (int v = 0; v < kPortableVectors; ++v) {
+          left[v] = lpos;
+          right[v] = rpos;
+          rpos += dr;
+          // All ones where the right part passed 2^s: it wraps, and the left part takes 1.
+          const Lanes carry =
+              reinterpret_cast<Lanes>(reinterpret_cast<Mask>(rpos) > static_cast<int32_t>(rmask));
+          rpos -= carry & (rmask + 1);
+          lpos += dl - carry;
+        }
+      }
+      portable_wide_step<R, kSmall, kNative>(p, net, opaque(keys), left, right, first, stride, j,
+                                             out);
+    }
   } else {
     Wide pos[kPortableVectors];
     for (int v = 0; v < kPortableVectors; ++v) {
@@ -218,13 +283,8 @@ inline __attribute__((always_inline)) void portable_all(const FeistelPermutation
         right[v] = __builtin_convertvector(pos[v] & rmask, Lanes);
         pos[v] += step;
       }
-      portable_rounds<R, kSmall, kNative>(net, opaque(keys), left, right);
-      for (int v = 0; v < kPortableVectors; ++v) {
-        const Wide x =
-            (__builtin_convertvector(left[v], Wide) << s) | __builtin_convertvector(right[v], Wide);
-        __builtin_memcpy(out + j + 4 * v, &x, sizeof x);
-      }
-      portable_fix(p, net, left, first, stride, j, out);
+      portable_wide_step<R, kSmall, kNative>(p, net, opaque(keys), left, right, first, stride, j,
+                                             out);
     }
   }
   for (; j < count; ++j) out[j] = p.network_value(first + j * stride);
