@@ -14,9 +14,9 @@
 // (AVX-512 carries the two parts from vector to vector instead), which the output unpacks again.
 // The kernels compute the scalar encrypt2's integer operations, so every kernel gives the same bits
 // (feistel_test compares each with operator()). Measured on an AMD EPYC (Zen 4), 6 rounds, one
-// kernel call per 65,536 indices (docs/benchmarks.md): 0.62 to 0.68 ns per index with AVX2, 0.46
-// to 0.49 with AVX-512, 1.7 to 2.0 portable built for SSE4.1 and 2.0 to 2.2 for SSE2, against 1.7
-// to 4.5, 1.1 to 3.3 and 5.7 to 12.9 for version 1 (8 rounds), whose power-of-two domain walks up
+// kernel call per 65,536 indices (docs/benchmarks.md): 0.66 to 0.71 ns per index with AVX2, 0.47
+// to 0.49 with AVX-512, 1.7 to 1.9 portable built for SSE4.1 and 1.9 to 2.0 for SSE2, against 1.8
+// to 6.6, 1.3 to 3.6 and 6.9 to 17.0 for version 1 (8 rounds), whose power-of-two domain walks up
 // to half its lanes.
 #include <algorithm>
 
