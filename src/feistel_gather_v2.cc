@@ -11,7 +11,8 @@
 //
 // Positions below 2^32 (n <= 2^32) are 32-bit lanes from the start; larger ones are produced as
 // 64-bit lanes, split into left (>> s) and right (& (2^s - 1)) parts and packed into 32-bit lanes
-// (AVX-512 carries the two parts from vector to vector instead), which the output unpacks again.
+// (AVX-512, and the portable kernel below n = 2^60, carry the two parts from vector to vector
+// instead), which the output unpacks again.
 // The kernels compute the scalar encrypt2's integer operations, so every kernel gives the same bits
 // (feistel_test compares each with operator()). Measured on an AMD EPYC (Zen 4), 6 rounds, one
 // kernel call per 65,536 indices (docs/benchmarks.md): 0.66 to 0.71 ns per index with AVX2, 0.47
