@@ -1,5 +1,6 @@
 #include "distsampler/dist/env.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -44,23 +45,89 @@ void check(uint64_t rank, uint64_t world_size, const std::string& rank_name,
 
 const char* process_env(const char* name) { return std::getenv(name); }
 
+// SLURM exports SLURM_PROCID and SLURM_NTASKS in the batch script and SLURM_NTASKS in an salloc
+// shell too, where they describe the allocation, not this process: only a step started by srun
+// sets SLURM_STEP_ID / SLURM_STEP_NUM_TASKS (the batch script's own step has no SLURM_STEP_ID).
+void refuse_outside_a_step(const EnvLookup& lookup) {
+  if (slurm_in_step(lookup)) return;
+  const char* ntasks = lookup("SLURM_NTASKS");
+  const char* procid = lookup("SLURM_PROCID");
+  if (ntasks == nullptr && procid == nullptr) return;
+  std::string seen;
+  if (procid != nullptr) seen += std::string("SLURM_PROCID = ") + procid;
+  if (ntasks != nullptr) seen += std::string(seen.empty() ? "" : ", ") + "SLURM_NTASKS = " + ntasks;
+  throw std::invalid_argument(
+      seen + " without SLURM_STEP_ID: this process runs in a SLURM allocation (a batch script or "
+      "an salloc shell) but not in a job step, so those describe the allocation, not this "
+      "process; start it with srun (or torchrun or mpirun), or give rank and world size");
+}
+
 }  // namespace
+
+bool slurm_in_step(const EnvLookup& lookup) {
+  return lookup("SLURM_STEP_ID") != nullptr || lookup("SLURM_STEP_NUM_TASKS") != nullptr;
+}
+
+uint64_t slurm_tasks_on_node(const std::string& tasks_per_node, uint64_t node_id,
+                             const char* name) {
+  // Comma-separated groups, each COUNT or COUNT(xREPEAT): "3,1", "2(x2)", "2(x3),1".
+  auto bad = [&]() {
+    return std::invalid_argument(std::string(name) + " = '" + tasks_per_node +
+                                 "'; allowed: COUNT or COUNT(xREPEAT), comma-separated, "
+                                 "covering the node index " + std::to_string(node_id));
+  };
+  if (tasks_per_node.empty() || tasks_per_node.front() == ',' || tasks_per_node.back() == ',' ||
+      tasks_per_node.find(",,") != std::string::npos) {
+    throw bad();
+  }
+  uint64_t node = 0;
+  size_t i = 0;
+  while (i <= tasks_per_node.size()) {
+    const size_t end = std::min(tasks_per_node.find(',', i), tasks_per_node.size());
+    const std::string group = tasks_per_node.substr(i, end - i);
+    const size_t paren = group.find('(');
+    std::string count_text = group.substr(0, paren);
+    std::string repeat_text = "1";
+    if (paren != std::string::npos) {
+      if (group.size() < paren + 4 || group[paren + 1] != 'x' || group.back() != ')') throw bad();
+      repeat_text = group.substr(paren + 2, group.size() - paren - 3);
+    }
+    uint64_t count = 0;
+    uint64_t repeat = 0;
+    try {
+      count = parse_count(name, count_text.c_str());
+      repeat = parse_count(name, repeat_text.c_str());
+    } catch (const std::invalid_argument&) {
+      throw bad();
+    }
+    if (count == 0 || repeat == 0) throw bad();
+    if (node_id - node < repeat) return count;
+    node += repeat;
+    i = end + 1;
+  }
+  throw bad();
+}
 
 std::optional<DistEnv> detect_dist_env(const EnvLookup& lookup) {
   for (const Launcher& l : kLaunchers) {
+    const bool slurm = std::string(l.source) == "slurm";
+    if (slurm) refuse_outside_a_step(lookup);
     const char* rank = lookup(l.rank);
-    const char* size = lookup(l.size);
+    // In a step, the step's task count: srun -n 2 inside an allocation of 4 keeps SLURM_NTASKS.
+    const char* size_name = slurm && lookup("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS"
+                                                                    : l.size;
+    const char* size = lookup(size_name);
     if (rank == nullptr && size == nullptr) continue;
     if (rank == nullptr || size == nullptr) {
-      const char* set = rank != nullptr ? l.rank : l.size;
-      const char* unset = rank != nullptr ? l.size : l.rank;
+      const char* set = rank != nullptr ? l.rank : size_name;
+      const char* unset = rank != nullptr ? size_name : l.rank;
       throw std::invalid_argument(std::string(set) + " is set but " + unset + " is not; " +
                                   l.source + " sets both");
     }
     DistEnv env;
     env.rank = parse_count(l.rank, rank);
-    env.world_size = parse_count(l.size, size);
-    check(env.rank, env.world_size, l.rank, l.size);
+    env.world_size = parse_count(size_name, size);
+    check(env.rank, env.world_size, l.rank, size_name);
     if (l.local_rank != nullptr) {
       if (const char* local = lookup(l.local_rank)) {
         env.local_rank = parse_count(l.local_rank, local);

@@ -38,10 +38,13 @@ TEST(DistEnv, EachLauncher) {
   EXPECT_FALSE(e->local_rank);
   e = detect_dist_env(env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}));
   EXPECT_EQ(e->source, "pmi");
-  e = detect_dist_env(
-      env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}}));
+  e = detect_dist_env(env_of({{"SLURM_PROCID", "5"},
+                              {"SLURM_NTASKS", "6"},
+                              {"SLURM_LOCALID", "1"},
+                              {"SLURM_STEP_ID", "0"}}));
   EXPECT_EQ(e->source, "slurm");
   EXPECT_EQ(e->world_size, 6u);
+  EXPECT_EQ(e->local_rank, 1u);
   EXPECT_FALSE(detect_dist_env(env_of({})));
 }
 
@@ -61,8 +64,10 @@ TEST(DistEnv, BadVariables) {
             "RANK = '-1'; allowed: a decimal integer >= 0 (at most 19 digits)");
   EXPECT_EQ(error_of({{"PMI_RANK", "2"}, {"PMI_SIZE", "2"}}),
             "PMI_RANK = 2; allowed: < PMI_SIZE = 2");
-  EXPECT_EQ(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "0"}}),
+  EXPECT_EQ(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "0"}, {"SLURM_STEP_ID", "0"}}),
             "SLURM_NTASKS = 0; allowed: >= 1");
+  EXPECT_EQ(error_of({{"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}}),
+            "SLURM_NTASKS is set but SLURM_PROCID is not; slurm sets both");
   EXPECT_EQ(error_of({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}}),
             "LOCAL_RANK = 2; allowed: <= RANK = 1");
   EXPECT_EQ(error_of({{"OMPI_COMM_WORLD_SIZE", "4"}}),
@@ -71,6 +76,48 @@ TEST(DistEnv, BadVariables) {
   EXPECT_NE(none.find("no launcher variable is set"), std::string::npos) << none;
   EXPECT_NE(none.find("RANK/WORLD_SIZE (torchrun)"), std::string::npos) << none;
   EXPECT_NE(none.find("SLURM_PROCID/SLURM_NTASKS (slurm)"), std::string::npos) << none;
+}
+
+// Issue 21, defects 4 and 5: SLURM's variables outside a job step describe the allocation.
+TEST(DistEnv, SlurmOutsideAStepIsRefused) {
+  // A program run directly in an `sbatch -n 4` script: not rank 0 of 4.
+  const std::string batch = error_of({{"SLURM_JOB_ID", "7"},
+                                      {"SLURM_PROCID", "0"},
+                                      {"SLURM_NTASKS", "4"},
+                                      {"SLURM_LOCALID", "0"}});
+  EXPECT_NE(batch.find("SLURM_PROCID = 0, SLURM_NTASKS = 4 without SLURM_STEP_ID"),
+            std::string::npos)
+      << batch;
+  EXPECT_NE(batch.find("start it with srun"), std::string::npos) << batch;
+  // An `salloc -n 2` shell sets SLURM_NTASKS only; SLURM does not set both there.
+  const std::string salloc = error_of({{"SLURM_JOB_ID", "8"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_NE(salloc.find("SLURM_NTASKS = 2 without SLURM_STEP_ID"), std::string::npos) << salloc;
+  EXPECT_EQ(salloc.find("sets both"), std::string::npos) << salloc;
+  // Given values, or an inner launcher (mpirun in the salloc shell), need no step.
+  EXPECT_EQ(resolve_dist_env(1, 4, env_of({{"SLURM_NTASKS", "2"}})).rank, 1u);
+  EXPECT_EQ(detect_dist_env(env_of({{"SLURM_NTASKS", "2"},
+                                    {"OMPI_COMM_WORLD_RANK", "1"},
+                                    {"OMPI_COMM_WORLD_SIZE", "2"}}))
+                ->source,
+            "openmpi");
+}
+
+TEST(DistEnv, SlurmStepTaskCount) {
+  // srun -n 2 inside an allocation of 4 tasks: the step's count, not the allocation's.
+  const auto e = detect_dist_env(env_of({{"SLURM_PROCID", "1"},
+                                         {"SLURM_NTASKS", "4"},
+                                         {"SLURM_STEP_NUM_TASKS", "2"},
+                                         {"SLURM_STEP_ID", "3"}}));
+  EXPECT_EQ(e->world_size, 2u);
+  EXPECT_EQ(slurm_tasks_on_node("3,1", 0), 3u);
+  EXPECT_EQ(slurm_tasks_on_node("3,1", 1), 1u);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2u);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1u);
+  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4u);
+  for (const char* bad : {"", "3,", "x", "2(x0)", "2(3)", "2(x2", "0"}) {
+    EXPECT_THROW(slurm_tasks_on_node(bad, 0), std::invalid_argument) << bad;
+  }
+  EXPECT_THROW(slurm_tasks_on_node("3,1", 2), std::invalid_argument);
 }
 
 TEST(DistEnv, GivenValuesWin) {

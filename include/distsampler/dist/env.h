@@ -24,12 +24,25 @@ using EnvLookup = std::function<const char*(const char*)>;
 //   torchrun  RANK, WORLD_SIZE, LOCAL_RANK
 //   openmpi   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   pmi       PMI_RANK, PMI_SIZE (MPICH, Intel MPI)
-//   slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
-// Returns nullopt when none is set. Throws std::invalid_argument naming the variable and its
-// value when a launcher's variables are partial (a rank without a size), not a decimal integer,
-// or inconsistent (rank >= world size, world size 0).
+//   slurm     SLURM_PROCID, SLURM_STEP_NUM_TASKS (else SLURM_NTASKS), SLURM_LOCALID, in a job
+//             step only (SLURM_STEP_ID or SLURM_STEP_NUM_TASKS set, as srun does)
+// Returns nullopt when none is set. Throws std::invalid_argument when SLURM_PROCID or SLURM_NTASKS
+// is set outside a job step (a program run in a batch script or an salloc shell without srun:
+// those variables describe the allocation, and rank 0 of SLURM_NTASKS would read a part only),
+// and naming the variable and its value when a launcher's variables are partial (a rank without
+// a size), not a decimal integer, or inconsistent (rank >= world size, world size 0).
 std::optional<DistEnv> detect_dist_env(const EnvLookup& lookup);
 std::optional<DistEnv> detect_dist_env();  // the process environment
+
+// Whether SLURM's variables describe a job step this process is a task of (srun sets
+// SLURM_STEP_ID and SLURM_STEP_NUM_TASKS; a batch script or an salloc shell has neither).
+bool slurm_in_step(const EnvLookup& lookup);
+
+// The tasks on node `node_id` from SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE's compressed
+// form ("3,1": 3 on node 0, 1 on node 1; "2(x3),1": 2 on nodes 0-2, 1 on node 3). Throws
+// std::invalid_argument naming `name` and the value when it is malformed or has no such node.
+uint64_t slurm_tasks_on_node(const std::string& tasks_per_node, uint64_t node_id,
+                             const char* name = "SLURM_STEP_TASKS_PER_NODE");
 
 // The rank and world size to use: `rank` and `world_size` when both are given (validated),
 // otherwise the launcher's (given values win over the environment). Throws std::invalid_argument
