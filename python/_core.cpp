@@ -256,7 +256,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("timeout_seconds", &NodeGroup::timeout_seconds);
   m.def(
       "detect_node_group", [] { return detect_node_group(); },
-      "The node group from torchrun's or Open MPI's variables, or None");
+      "The node group from torchrun's, Open MPI's or a SLURM step's variables, or None");
   m.def(
       "node_order_counts",
       [] {

@@ -1,49 +1,63 @@
 // One torch-order permutation per node: local rank 0 builds, the others map (dist/node_order.h).
 //
-// A segment is a POSIX shared-memory object named after the job, the node, the configuration and
-// the epoch: one 4 KiB header page, then the permutation as build_torch_order writes it. The
-// builder creates it exclusively (a leftover of the same name is unlinked first: a dead run of
-// the same job id, never a live one, since only local rank 0 of this job creates these names),
-// writes the header page first (so that any later failure can be published as such), reserves the
-// permutation's memory with posix_fallocate (tmpfs otherwise overcommits and a full /dev/shm
-// turns into SIGBUS while writing), builds, writes the checksum and sets the ready flag with
-// release semantics. Readers poll with growing sleeps, reopening the name each time (so a replaced
-// leftover is never waited on), check every header field against their own configuration and the
-// checksum, and map the permutation read-only. Each rank increments the header's `attached` once
-// it has mapped the segment; the one that brings it to the local world size unlinks the name.
+// A segment has no name: local rank 0 builds the permutation into an anonymous memory file
+// (memfd_create), one 4 KiB header page (the configuration and a checksum) then the permutation
+// as build_torch_order writes it, seals it against writes and keeps the descriptor. The other
+// local ranks fetch the descriptor from it over a Unix socket (SCM_RIGHTS) and map it read-only.
+// The kernel frees the memory with the last descriptor or mapping, so nothing outlives the
+// processes however they end (SIGKILL during a build, an exception on one rank): there is no
+// /dev/shm name to leak and no cleanup to run. The socket's address is in Linux's abstract
+// namespace (no file either) and names the job and the node; a request names the configuration,
+// the sampler instance (the k-th node-shared sampler of that configuration in the process: two
+// samplers of one configuration keep separate permutations, never each other's) and the epoch.
+//
+// Local rank 0 runs one server thread per (job, node) for the life of the process; it answers
+// "not yet", "failed" (the readers fall back) or the descriptor, and drops a descriptor once every
+// other local rank has fetched it and its instance has kKeptEpochs newer ones, or when its
+// sampler is destroyed and every reader has it (or the group's timeout has passed since).
+// Readers poll with growing sleeps, check every header field against their own configuration and
+// the checksum, and map it read-only.
 #include "distsampler/dist/node_order.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <optional>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "distsampler/hash.h"
 
 namespace distsampler {
 namespace {
 
-constexpr uint64_t kMagic = 0x44534e4f44453031ull;  // "DSNODE01"
+constexpr uint64_t kMagic = 0x44534e4f44453032ull;  // "DSNODE02"
 constexpr uint64_t kHeaderBytes = 4096;
 constexpr uint64_t kChecksumSamples = 4096;
-enum Status : uint32_t { kBuilding = 0, kReady = 1, kFailed = 2 };
+constexpr uint64_t kKeptEpochs = 2;  // descriptors kept per sampler instance, at least
+constexpr uint64_t kDirect = ~uint64_t{0};       // make_node_epoch_order's own instance
+enum Reply : unsigned char { kNotYet = 0, kReady = 1, kFailed = 2 };
 
 // What a segment holds: every field must equal the reader's own.
 struct Identity {
@@ -57,46 +71,20 @@ struct Identity {
 
 struct Header {
   Identity id;
-  uint64_t builder_pid;
   uint64_t checksum;
-  std::atomic<uint32_t> status;
-  std::atomic<uint32_t> attached;
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared between processes");
+
+// A reader's request: which sampler's which epoch.
+struct Request {
+  uint64_t config;
+  uint64_t instance;
+  uint64_t epoch;
+};
 
 std::atomic<uint64_t> g_built{0};
 std::atomic<uint64_t> g_mapped{0};
 std::atomic<uint64_t> g_fallbacks{0};
-
-// Names this process created and no rank has unlinked yet as far as it knows: unlinked at exit.
-struct PendingNames {
-  std::mutex mutex;
-  std::set<std::string> names;
-};
-PendingNames& pending() {
-  static PendingNames* names = new PendingNames();
-  static const bool registered = [] {
-    std::atexit([] {
-      std::lock_guard<std::mutex> lock(pending().mutex);
-      for (const std::string& name : pending().names) shm_unlink(name.c_str());
-      pending().names.clear();
-    });
-    return true;
-  }();
-  (void)registered;
-  return *names;
-}
-void add_pending(const std::string& name) {
-  PendingNames& p = pending();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  p.names.insert(name);
-}
-void remove_pending(const std::string& name) {
-  PendingNames& p = pending();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  p.names.erase(name);
-}
 
 uint64_t hash_text(const std::string& text, uint64_t h) {
   for (unsigned char c : text) h = mix64(h ^ c);
@@ -147,6 +135,24 @@ struct Mapping {
   }
 };
 
+// A descriptor closed with its owner.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      if (fd >= 0) close(fd);
+      fd = std::exchange(o.fd, -1);
+    }
+    return *this;
+  }
+};
+
 void warn_fallback(const std::string& why) {
   static std::atomic<bool> warned{false};
   g_fallbacks.fetch_add(1);
@@ -158,18 +164,7 @@ void warn_fallback(const std::string& why) {
   }
 }
 
-std::string errno_text(const char* what, const std::string& name) {
-  return std::string(what) + " " + name + ": " + std::strerror(errno);
-}
-
-// The last rank to map a segment unlinks its name: the memory lives on in the mappings.
-void attach(const Mapping& m, const std::string& name, uint64_t local_world_size) {
-  const uint32_t now = m.header()->attached.fetch_add(1, std::memory_order_acq_rel) + 1;
-  if (now >= local_world_size) {
-    shm_unlink(name.c_str());
-    remove_pending(name);
-  }
-}
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 Identity expected_identity(const OrderOptions& options, uint64_t epoch) {
   Identity h{};
@@ -182,6 +177,12 @@ Identity expected_identity(const OrderOptions& options, uint64_t epoch) {
   return h;
 }
 
+// The configuration's key, the same for every epoch.
+uint64_t config_key(const OrderOptions& options) {
+  return mix64(options.size ^ mix64(options.seed.plus_epoch(0) ^
+                                    mix64(static_cast<uint64_t>(options.randperm) + 1)));
+}
+
 // A mapping of `bytes` of the object at `fd`, or nullptr.
 std::shared_ptr<Mapping> map(int fd, uint64_t bytes, int protection) {
   void* address = mmap(nullptr, bytes, protection, MAP_SHARED, fd, 0);
@@ -189,141 +190,311 @@ std::shared_ptr<Mapping> map(int fd, uint64_t bytes, int protection) {
   return std::make_shared<Mapping>(address, bytes);
 }
 
-// Publishes a failed build: the readers fall back instead of waiting.
-void publish_failure(const Mapping& header, const std::string& name, uint64_t local_world_size) {
-  header.header()->status.store(kFailed, std::memory_order_release);
-  attach(header, name, local_world_size);
+// The socket address of a node's server: abstract (a leading NUL), so no file names it.
+sockaddr_un address_of(const NodeGroup& group, socklen_t* length) {
+  const std::string name = "distsampler/" + hex(hash_text(group.job, 1)) + "/" +
+                           hex(hash_text(group.node, 2)) + "/" + std::to_string(getuid());
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return a;
 }
 
-// The header page first (so that a failure can be published whatever happens next), then the
-// permutation. nullptr after a fallback warning.
+// Memory the kernel could give now (MemAvailable), or nullopt when unknown.
+std::optional<uint64_t> available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+// Local rank 0's descriptors, served to the node's other local ranks; one per (job, node), for
+// the life of the process (never destroyed: its thread may outlive every sampler).
+class Server {
+ public:
+  // nullptr after a fallback warning (the address is taken, sockets refused), or with
+  // `create` false when there is none.
+  static Server* of(const NodeGroup& group, bool create = true) {
+    static std::mutex* mutex = new std::mutex();
+    static auto* servers = new std::map<std::pair<std::string, std::string>, Server*>();
+    std::lock_guard<std::mutex> lock(*mutex);
+    Server*& server = (*servers)[{group.job, group.node}];
+    if (server == nullptr && create) {
+      socklen_t length = 0;
+      const sockaddr_un address = address_of(group, &length);
+      Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (fd.fd < 0 || bind(fd.fd, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+          listen(fd.fd, 64) != 0) {
+        warn_fallback(errno_text("listening for the node's local ranks"));
+        return nullptr;
+      }
+      server = new Server(std::move(fd), group.local_world_size - 1);
+    }
+    return server;
+  }
+
+  void publish(const Request& r, Fd fd) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The same epoch again (a second pass that builds again): the same bits, so the first
+    // descriptor serves both passes, and every reader fetches it once per publication.
+    Entry& e = entries_[key(r)];
+    if (e.published == 0 || e.failed) {
+      e.fd = std::move(fd);
+      e.failed = e.fd.fd < 0;
+    }
+    ++e.published;
+    e.deadline.reset();
+    e.sequence = ++sequence_;
+    // Beyond an instance's kKeptEpochs newest, a descriptor every reader has is dropped (while
+    // the sampler holds the current and the next epoch's orders, keeping theirs costs nothing).
+    std::vector<std::pair<uint64_t, Key>> of_instance;
+    for (const auto& [k, entry] : entries_) {
+      if (std::get<0>(k) == r.config && std::get<1>(k) == r.instance) {
+        of_instance.emplace_back(entry.sequence, k);
+      }
+    }
+    std::sort(of_instance.begin(), of_instance.end());
+    for (size_t i = 0; i + kKeptEpochs < of_instance.size(); ++i) {
+      if (entries_[of_instance[i].second].done(readers_)) entries_.erase(of_instance[i].second);
+    }
+  }
+
+  // The sampler instance is gone: what every reader has goes now, the rest once a reader still
+  // waiting for it would have given up (the group's timeout): the sampler's ranks are gone too,
+  // or they lag and fetch it before then.
+  void release(uint64_t config, uint64_t instance, double timeout_seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_seconds));
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      const bool mine = std::get<0>(it->first) == config && std::get<1>(it->first) == instance;
+      if (mine) it->second.deadline = deadline;
+      it = mine && it->second.done(readers_) ? entries_.erase(it) : std::next(it);
+    }
+  }
+
+ private:
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t>;
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    Fd fd;
+    bool failed = false;
+    uint64_t served = 0;     // replies with it
+    uint64_t published = 0;  // the builder's calls for it
+    uint64_t sequence = 0;
+    std::optional<Clock::time_point> deadline;  // set once its sampler is destroyed
+    bool done(uint64_t readers) const { return served >= readers * published; }
+  };
+  static Key key(const Request& r) { return Key{r.config, r.instance, r.epoch}; }
+
+  Server(Fd listener, uint64_t readers) : listener_(std::move(listener)), readers_(readers) {
+    std::thread([this] { loop(); }).detach();
+  }
+
+  void loop() {
+    while (true) {
+      pollfd p{listener_.fd, POLLIN, 0};
+      const int ready = poll(&p, 1, 1000);
+      purge();
+      if (ready <= 0) continue;
+      const int conn = accept4(listener_.fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // EMFILE and the like
+        continue;
+      }
+      Fd closer(conn);
+      answer(conn);
+    }
+  }
+
+  void purge() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto now = Clock::now();
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      it = it->second.deadline && *it->second.deadline <= now ? entries_.erase(it) : std::next(it);
+    }
+  }
+
+  void answer(int conn) {
+    ucred peer{};
+    socklen_t peer_length = sizeof peer;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) != 0 ||
+        peer.uid != geteuid()) {
+      return;  // only this user's processes get the permutation
+    }
+    timeval timeout{1, 0};
+    setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    Request r{};
+    if (recv(conn, &r, sizeof r, MSG_WAITALL) != static_cast<ssize_t>(sizeof r)) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = entries_.find(key(r));
+    unsigned char reply = kNotYet;
+    int fd = -1;
+    if (it != entries_.end()) {
+      reply = it->second.failed ? kFailed : kReady;
+      fd = it->second.fd.fd;
+    }
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    iovec io{&reply, 1};
+    msghdr message{};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    if (reply == kReady) {
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&message);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    // Kept after every reader has it: a sampler may ask for the same epoch again (a second pass).
+    if (sendmsg(conn, &message, MSG_NOSIGNAL) == 1 && reply != kNotYet &&
+        (++it->second.served, it->second.done(readers_)) && it->second.deadline) {
+      entries_.erase(it);  // its sampler is gone and every reader has it
+    }
+  }
+
+  Fd listener_;
+  const uint64_t readers_;
+  std::mutex mutex_;
+  std::map<Key, Entry> entries_;
+  uint64_t sequence_ = 0;
+};
+
+// Builds into a sealed memory file and publishes it; nullptr after a fallback warning (the
+// failure is then published, so that the readers fall back too).
 std::shared_ptr<const EpochOrder> build_shared(const OrderOptions& options, uint64_t epoch,
-                                               const NodeGroup& group, const std::string& name,
-                                               uint64_t total) {
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0 && errno == EEXIST) {  // a dead run's leftover of this job id: replace it
-    shm_unlink(name.c_str());
-    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  }
-  if (fd < 0) {
-    warn_fallback(errno_text("shm_open", name));
+                                               const NodeGroup& group, const Request& request) {
+  Server* server = Server::of(group);
+  if (server == nullptr) return nullptr;
+  const Identity id = expected_identity(options, epoch);
+  const uint64_t total = kHeaderBytes + options.size * id.element_bytes;
+  auto fail = [&](const std::string& why) -> std::shared_ptr<const EpochOrder> {
+    warn_fallback(why);
+    server->publish(request, Fd());
     return nullptr;
-  }
-  add_pending(name);
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
-  std::shared_ptr<Mapping> header;
-  if (ftruncate(fd, static_cast<off_t>(kHeaderBytes)) != 0 ||
-      !(header = map(fd, kHeaderBytes, PROT_READ | PROT_WRITE))) {
-    warn_fallback(errno_text("creating the header of", name));
-    shm_unlink(name.c_str());
-    remove_pending(name);
-    return nullptr;
-  }
-  Header* h = header->header();
-  h->builder_pid = static_cast<uint64_t>(getpid());
-  h->status.store(kBuilding, std::memory_order_relaxed);
-  h->attached.store(0, std::memory_order_relaxed);
-  h->id = expected_identity(options, epoch);
-  // Reserve the memory now: on a full tmpfs, writing would raise SIGBUS instead. The free space
-  // is checked first, so that a segment that cannot fit never fills the tmpfs on its way to
-  // failing.
-  struct statvfs fs;
-  const bool room = fstatvfs(fd, &fs) != 0 || static_cast<uint64_t>(fs.f_bavail) >=
-                                                  total / std::max<uint64_t>(fs.f_frsize, 1);
+  };
+  Fd fd(static_cast<int>(memfd_create("distsampler-order", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (fd.fd < 0) return fail(errno_text("memfd_create"));
+  // Reserve the memory now (shmem overcommits, and running out while writing is SIGBUS), and
+  // only when it can fit: a reservation beyond the available memory wakes the OOM killer.
+  const std::optional<uint64_t> available = available_memory();
   int error = 0;
-  if (!room) {
-    error = ENOSPC;
-  } else if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
+  if (available && total > *available) {
+    error = ENOMEM;
+  } else if (ftruncate(fd.fd, static_cast<off_t>(total)) != 0) {
     error = errno;
   } else {
-    error = posix_fallocate(fd, 0, static_cast<off_t>(total));
+    error = posix_fallocate(fd.fd, 0, static_cast<off_t>(total));
   }
-  std::shared_ptr<Mapping> whole;
-  if (error == 0 && !(whole = map(fd, total, PROT_READ | PROT_WRITE))) error = errno;
+  std::shared_ptr<Mapping> writable;
+  if (error == 0 && !(writable = map(fd.fd, total, PROT_READ | PROT_WRITE))) error = errno;
   if (error != 0) {
     errno = error;
-    warn_fallback(errno_text("reserving", name) + ", " + std::to_string(total) + " bytes");
-    publish_failure(*header, name, group.local_world_size);
-    return nullptr;
+    return fail(errno_text("reserving " + std::to_string(total) + " bytes of memory"));
   }
-  void* data = static_cast<unsigned char*>(whole->address) + kHeaderBytes;
   try {
-    build_torch_order(options, epoch, data);
+    build_torch_order(options, epoch,
+                      static_cast<unsigned char*>(writable->address) + kHeaderBytes);
   } catch (...) {
-    publish_failure(*header, name, group.local_world_size);
+    server->publish(request, Fd());
     throw;
   }
-  h->checksum = sample_checksum(h->id, whole->data());
-  h->status.store(kReady, std::memory_order_release);
+  Header* h = writable->header();
+  h->id = id;
+  h->checksum = sample_checksum(id, writable->data());
+  writable.reset();
+  // Sealed: no rank can change it once published (the seal needs no writable mapping left).
+  fcntl(fd.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  std::shared_ptr<Mapping> whole = map(fd.fd, total, PROT_READ);
+  if (!whole) return fail(errno_text("mapping the permutation read-only"));
+  server->publish(request, std::move(fd));
   g_built.fetch_add(1);
-  attach(*header, name, group.local_world_size);
-  mprotect(data, total - kHeaderBytes, PROT_READ);
   return torch_order_over(options.size, whole->data(), whole);
+}
+
+// One request to local rank 0's server: the reply, and the descriptor with kReady.
+std::pair<int, Fd> ask(const NodeGroup& group, const Request& request) {
+  socklen_t length = 0;
+  const sockaddr_un address = address_of(group, &length);
+  Fd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (sock.fd < 0) return {-errno, Fd()};
+  if (connect(sock.fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    return {-errno, Fd()};
+  }
+  timeval timeout{5, 0};
+  setsockopt(sock.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const ssize_t sent = send(sock.fd, &request, sizeof request, MSG_NOSIGNAL);
+  if (sent != static_cast<ssize_t>(sizeof request)) {
+    return {-errno, Fd()};
+  }
+  unsigned char reply = 0;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec io{&reply, 1};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  if (recvmsg(sock.fd, &message, MSG_CMSG_CLOEXEC) != 1) return {-ECONNRESET, Fd()};
+  Fd received;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      received = Fd(fd);
+    }
+  }
+  if (reply == kReady && received.fd < 0) return {-EPROTO, Fd()};
+  return {reply, std::move(received)};
 }
 
 // nullptr after a fallback warning; throws std::runtime_error at the timeout.
 std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64_t epoch,
-                                             const NodeGroup& group, const std::string& name,
-                                             uint64_t total,
+                                             const NodeGroup& group, const Request& request,
                                              const std::function<bool()>& cancelled) {
   using Clock = std::chrono::steady_clock;
   const Identity want = expected_identity(options, epoch);
+  const uint64_t total = kHeaderBytes + options.size * want.element_bytes;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(group.timeout_seconds));
   auto sleep = std::chrono::microseconds(200);
-  std::string last = "not created";
+  std::string last = "not listening";
   while (true) {
-    const int fd = shm_open(name.c_str(), O_RDWR, 0);
-    if (fd < 0 && errno != ENOENT) {
-      warn_fallback(errno_text("shm_open", name));
+    auto [reply, fd] = ask(group, request);
+    if (reply == kFailed) {
+      warn_fallback("local rank 0 could not build epoch " + std::to_string(epoch) +
+                    "'s permutation in shared memory");
       return nullptr;
     }
-    if (fd >= 0) {
-      struct Closer {
-        int fd;
-        ~Closer() { close(fd); }
-      } closer{fd};
+    if (reply == kReady) {
       struct stat st;
-      std::shared_ptr<Mapping> header;
-      if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= kHeaderBytes) {
-        header = map(fd, kHeaderBytes, PROT_READ | PROT_WRITE);  // its counter is written
+      std::shared_ptr<Mapping> whole;
+      if (fstat(fd.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total ||
+          !(whole = map(fd.fd, total, PROT_READ))) {
+        throw std::runtime_error("node-shared order: epoch " + std::to_string(epoch) +
+                                 "'s permutation from local rank 0 cannot be mapped (" +
+                                 std::to_string(total) + " bytes)");
       }
-      if (!header) {
-        last = "created, header not yet written";
-      } else if (!same_configuration(header->header()->id, want)) {
-        last = "holding another configuration";
-      } else {
-        const Header* h = header->header();
-        const uint32_t status = h->status.load(std::memory_order_acquire);
-        if (status == kFailed) {
-          attach(*header, name, group.local_world_size);
-          warn_fallback("local rank 0 could not build " + name + " in shared memory");
-          return nullptr;
-        }
-        if (status == kReady) {
-          std::shared_ptr<Mapping> whole;
-          if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total ||
-              !(whole = map(fd, total, PROT_READ))) {
-            throw std::runtime_error("node-shared order: " + name + " is ready but cannot be " +
-                                     "mapped (" + std::to_string(total) + " bytes)");
-          }
-          if (sample_checksum(h->id, whole->data()) != h->checksum) {
-            throw std::runtime_error("node-shared order: " + name +
-                                     " fails its checksum; shared memory corrupted");
-          }
-          attach(*header, name, group.local_world_size);
-          g_mapped.fetch_add(1);
-          return torch_order_over(options.size, whole->data(), whole);
-        }
-        const pid_t pid = static_cast<pid_t>(h->builder_pid);
-        last = (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
-                   ? "being built by process " + std::to_string(pid) + ", which died"
-                   : "being built";
+      const Header* h = whole->header();
+      if (!same_configuration(h->id, want) ||
+          sample_checksum(h->id, whole->data()) != h->checksum) {
+        throw std::runtime_error("node-shared order: epoch " + std::to_string(epoch) +
+                                 "'s permutation from local rank 0 holds another configuration "
+                                 "or fails its checksum");
       }
+      g_mapped.fetch_add(1);
+      return torch_order_over(options.size, whole->data(), whole);
     }
+    last = reply == kNotYet ? "not yet built"
+                            : "not listening (" + std::string(std::strerror(-reply)) + ")";
     if (cancelled && cancelled()) {
       throw OrderCancelled("node-shared order: the wait for epoch " + std::to_string(epoch) +
                            "'s permutation was cancelled");
@@ -331,13 +502,22 @@ std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64
     if (Clock::now() >= deadline) {
       throw std::runtime_error("node-shared order: local rank 0 of node '" + group.node +
                                "' did not publish epoch " + std::to_string(epoch) +
-                               "'s permutation " + name + " within " +
-                               std::to_string(group.timeout_seconds) + " s (last seen: " + last +
-                               "); every local rank must run the same sampler and epochs");
+                               "'s permutation within " + std::to_string(group.timeout_seconds) +
+                               " s (last seen: " + last +
+                               "); every local rank must run the same samplers and epochs");
     }
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::microseconds(20000));
   }
+}
+
+// The k-th node-shared sampler of a configuration in this process gets instance k: the ranks of
+// a node create their samplers in the same order, so the instances agree without a message.
+uint64_t claim_instance(const NodeGroup& group, uint64_t config) {
+  static std::mutex* mutex = new std::mutex();
+  static auto* next = new std::map<std::tuple<std::string, std::string, uint64_t>, uint64_t>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  return (*next)[{group.job, group.node, config}]++;
 }
 
 uint64_t parse_count(const char* name, const char* text) {
@@ -381,6 +561,20 @@ std::optional<NodeGroup> detect_node_group(const EnvLookup& lookup) {
         parse_count("OMPI_COMM_WORLD_LOCAL_SIZE", lookup("OMPI_COMM_WORLD_LOCAL_SIZE"));
     group.job = "openmpi:" + value("OMPI_MCA_ess_base_jobid") + value("PMIX_NAMESPACE");
     group.node = host_name();
+  } else if (slurm_in_step(lookup) && lookup("SLURM_LOCALID") != nullptr &&
+             lookup("SLURM_NODEID") != nullptr) {
+    // A step's tasks on this node: SLURM_NODEID indexes the step's compressed tasks per node
+    // ("3,1", "2(x2)"). Two slurmd on one host are two nodes, as SLURM sees them.
+    const char* per_node_name = lookup("SLURM_STEP_TASKS_PER_NODE") != nullptr
+                                    ? "SLURM_STEP_TASKS_PER_NODE"
+                                    : "SLURM_TASKS_PER_NODE";
+    if (lookup(per_node_name) == nullptr) return std::nullopt;
+    const uint64_t node_id = parse_count("SLURM_NODEID", lookup("SLURM_NODEID"));
+    group.local_rank = parse_count("SLURM_LOCALID", lookup("SLURM_LOCALID"));
+    group.local_world_size = slurm_tasks_on_node(value(per_node_name), node_id, per_node_name);
+    group.job = "slurm:" + value("SLURM_JOB_ID") + "." + value("SLURM_STEP_ID") + "@" +
+                value("SLURM_CLUSTER_NAME");
+    group.node = host_name() + "/" + std::to_string(node_id);
   } else {
     return std::nullopt;
   }
@@ -394,34 +588,62 @@ std::optional<NodeGroup> detect_node_group(const EnvLookup& lookup) {
 
 std::optional<NodeGroup> detect_node_group() { return detect_node_group(process_env); }
 
-std::shared_ptr<const EpochOrder> make_node_epoch_order(const OrderOptions& options, uint64_t epoch,
-                                                        const NodeGroup& group,
-                                                        const std::function<bool()>& cancelled) {
+namespace {
+
+// One sampler's share of the node: its instance, claimed at its first build.
+struct NodeBuilder {
+  NodeGroup group;
+  std::mutex mutex;
+  std::map<uint64_t, uint64_t> instances;  // config -> instance
+  ~NodeBuilder() {
+    if (group.local_rank != 0) return;
+    for (const auto& [config, instance] : instances) {
+      if (Server* server = Server::of(group, false)) {
+        server->release(config, instance, group.timeout_seconds);
+      }
+    }
+  }
+};
+
+std::shared_ptr<const EpochOrder> node_epoch_order(const OrderOptions& options, uint64_t epoch,
+                                                   const NodeGroup& group,
+                                                   const std::function<bool()>& cancelled,
+                                                   NodeBuilder* builder) {
   validate(options);
   if (!options.shuffle || options.kind != OrderKind::kTorch || group.local_world_size <= 1) {
     return make_epoch_order(options, epoch);
   }
-  const Identity want = expected_identity(options, epoch);  // throws on seed + epoch overflow
-  if (access("/dev/shm", W_OK) != 0) {
-    warn_fallback(errno_text("access", "/dev/shm"));
-    return make_epoch_order(options, epoch);
+  expected_identity(options, epoch);  // throws on seed + epoch overflow
+  Request request{config_key(options), kDirect, epoch};
+  if (builder != nullptr) {
+    std::lock_guard<std::mutex> lock(builder->mutex);
+    auto it = builder->instances.find(request.config);
+    if (it == builder->instances.end()) {
+      it = builder->instances.emplace(request.config, claim_instance(group, request.config)).first;
+    }
+    request.instance = it->second;
   }
-  const uint64_t config = mix64(want.size ^ mix64(want.torch_seed ^ mix64(want.randperm)));
-  const std::string name = "/distsampler-" + hex(hash_text(group.job, 1)) + "-" +
-                           hex(hash_text(group.node, 2)) + "-" + hex(config) + "-e" +
-                           std::to_string(epoch);
-  const uint64_t total = kHeaderBytes + options.size * want.element_bytes;
   std::shared_ptr<const EpochOrder> order =
-      group.local_rank == 0 ? build_shared(options, epoch, group, name, total)
-                            : map_shared(options, epoch, group, name, total, cancelled);
+      group.local_rank == 0 ? build_shared(options, epoch, group, request)
+                            : map_shared(options, epoch, group, request, cancelled);
   return order ? order : make_epoch_order(options, epoch);
 }
 
+}  // namespace
+
+std::shared_ptr<const EpochOrder> make_node_epoch_order(const OrderOptions& options, uint64_t epoch,
+                                                        const NodeGroup& group,
+                                                        const std::function<bool()>& cancelled) {
+  return node_epoch_order(options, epoch, group, cancelled, nullptr);
+}
+
 OrderBuilder node_order_builder(const NodeGroup& group) {
-  return
-      [group](const OrderOptions& options, uint64_t epoch, const std::function<bool()>& cancelled) {
-        return make_node_epoch_order(options, epoch, group, cancelled);
-      };
+  auto builder = std::make_shared<NodeBuilder>();
+  builder->group = group;
+  return [builder](const OrderOptions& options, uint64_t epoch,
+                   const std::function<bool()>& cancelled) {
+    return node_epoch_order(options, epoch, builder->group, cancelled, builder.get());
+  };
 }
 
 NodeOrderCounts node_order_counts() {

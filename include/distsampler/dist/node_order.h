@@ -1,4 +1,4 @@
-// dist/node_order.h: one torch-order permutation per node, in POSIX shared memory.
+// dist/node_order.h: one torch-order permutation per node, in memory shared by its ranks.
 #ifndef DISTSAMPLER_DIST_NODE_ORDER_H_
 #define DISTSAMPLER_DIST_NODE_ORDER_H_
 
@@ -31,10 +31,12 @@ struct NodeGroup {
 // The node group from the launcher's variables, innermost launcher first:
 //   torchrun  LOCAL_RANK, LOCAL_WORLD_SIZE; node GROUP_RANK; job TORCHELASTIC_RUN_ID,
 //             MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT
-//   openmpi   OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE; node
-//   OMPI_COMM_WORLD_NODE_RANK
-//             is not per node, so the node is the host name; job OMPI_MCA_ess_base_jobid or
+//   openmpi   OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE; node: the host name
+//             (OMPI_COMM_WORLD_NODE_RANK is not per node); job OMPI_MCA_ess_base_jobid or
 //             PMIX_NAMESPACE
+//   slurm     in a job step (slurm_in_step, env.h): SLURM_LOCALID, the count for SLURM_NODEID in
+//             SLURM_STEP_TASKS_PER_NODE ("3,1", "2(x2)"); node SLURM_NODEID; job SLURM_JOB_ID,
+//             SLURM_STEP_ID
 // nullopt when no launcher with a local rank and local world size is found. Throws
 // std::invalid_argument naming the variable when a value is not a decimal integer or
 // local rank >= local world size. Under MPI, dist/mpi.h's node_group() asks the library instead.
@@ -42,15 +44,19 @@ std::optional<NodeGroup> detect_node_group(const EnvLookup& lookup);
 std::optional<NodeGroup> detect_node_group();  // the process environment
 
 // make_epoch_order(options, epoch), the same bits, with the shuffled torch order built once per
-// node: local rank 0 builds it into a POSIX shared-memory object (shm_open; its header holds n,
-// seed, epoch, variant, a checksum, a ready flag and a count of the ranks that mapped it), and
-// the other local ranks wait for the ready flag and map it read-only. The object's name is
-// unlinked as soon as every local rank has mapped it (the memory goes with the last mapping, so
-// a crash after that leaks nothing) and, for names still pending, at the builder's normal exit.
-// Every local rank must ask for the same epochs (as a training loop does).
+// node: local rank 0 builds it into an anonymous memory file (memfd_create; a header page holds
+// n, seed, epoch, variant and a checksum), sealed against writes, and hands its descriptor to the
+// other local ranks over a Unix socket in the abstract namespace; they map it read-only. Nothing
+// has a name in /dev/shm or the file system: the kernel frees the memory with the last process
+// that holds it, however the job ends (SIGKILL, an exception on one rank), with nothing to clean.
+// Local rank 0 keeps serving from a thread for the life of its process. Every local rank must
+// ask for the same epochs (as a training loop does). Two node_order_builder samplers of the same
+// configuration keep separate permutations: the k-th one created in each process is paired with
+// the k-th on the node's other ranks (they must create them in the same order, as the same
+// program does); make_node_epoch_order itself is one more such sampler.
 //
-// Where shared memory is not available (no /dev/shm, shm_open refused, not enough room), every
-// rank prints one line to stderr and builds its own permutation: same bits, per-rank memory.
+// Where this is not available (memfd or sockets refused, not enough memory), every rank prints
+// one line to stderr and builds its own permutation: same bits, per-rank memory.
 // Throws std::runtime_error when local rank 0 has not published the epoch within
 // group.timeout_seconds (it died, or runs another configuration); otherwise make_epoch_order's
 // errors. Other orders (feistel, unshuffled) are O(1) and built locally. A waiting rank polls
