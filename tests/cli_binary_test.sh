@@ -17,6 +17,23 @@ check() {  # check NAME EXPECTED_CODE ARGS...
 check ok 0 indices --size 16 --world-size 2 --rank 0
 [ "$(tr '\n' ' ' </tmp/ds_out.$$)" = "12 9 11 13 2 15 4 7 " ] || { echo "FAIL ok output"; fail=1; }
 [ -s /tmp/ds_err.$$ ] && { echo "FAIL ok wrote to stderr"; fail=1; }
+# Launcher mode (issue 21): the rank and world size of srun, torchrun or mpirun; a program run in
+# a batch script without srun (SLURM_PROCID=0, SLURM_NTASKS=4, no step) refuses in one line.
+want=$("$bin" indices --size 16 --world-size 4 --rank 3)
+got=$(env -i SLURM_JOB_ID=9 SLURM_STEP_ID=0 SLURM_PROCID=3 SLURM_NTASKS=4 SLURM_STEP_NUM_TASKS=4 \
+  "$bin" indices --size 16 --from-env)
+[ "$got" = "$want" ] || { echo "FAIL from_env_slurm: '$got', expected '$want'"; fail=1; }
+got=$(env -i RANK=3 WORLD_SIZE=4 "$bin" indices --size 16 --from-env)
+[ "$got" = "$want" ] || { echo "FAIL from_env_torchrun: '$got', expected '$want'"; fail=1; }
+env -i SLURM_JOB_ID=9 SLURM_PROCID=0 SLURM_NTASKS=4 "$bin" indices --size 16 --from-env \
+  >/tmp/ds_out.$$ 2>/tmp/ds_err.$$
+got=$?
+if [ $got != 2 ] || [ -s /tmp/ds_out.$$ ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] ||
+   ! grep -q "without SLURM_STEP_ID" /tmp/ds_err.$$; then
+  echo "FAIL from_env_batch: exit $got, expected 2 and one line on stderr:"; cat /tmp/ds_err.$$
+  fail=1
+fi
+check consumed_past_end 2 indices --size 10 --world-size 4 --rank 0 --consumed 13
 check binary 0 indices --size 100 --world-size 4 --rank 1 --format binary
 [ "$(stat -c %s /tmp/ds_out.$$)" = 200 ] || { echo "FAIL binary size"; fail=1; }
 check bad_rank 2 indices --size 16 --world-size 2 --rank 2

@@ -6,6 +6,7 @@
 #include <new>
 #include <vector>
 
+#include "distsampler/dist/env.h"
 #include "distsampler/distsampler.h"
 #include "distsampler/version.h"
 
@@ -32,7 +33,7 @@ on stderr.
 )";
 
 constexpr const char* kIndicesHelp =
-    R"(usage: distsampler indices --size N --world-size W --rank R [flags]
+    R"(usage: distsampler indices --size N (--world-size W --rank R | --from-env) [flags]
 
 Prints the dataset indices rank R reads in one epoch, in order: PyTorch's
 DistributedSampler(range(N), num_replicas=W, rank=R, seed=S, shuffle, drop_last) after
@@ -42,6 +43,11 @@ flags:
   --size N           dataset size, 0 <= N <= 2^63
   --world-size W     number of ranks, W >= 1
   --rank R           this rank, 0 <= R < W
+  --from-env         rank and world size from the launcher that started this process, instead
+                     of --world-size and --rank: torchrun (RANK, WORLD_SIZE), Open MPI's mpirun
+                     (OMPI_COMM_WORLD_RANK/SIZE), MPICH (PMI_RANK/SIZE) or a SLURM job step
+                     (srun: SLURM_PROCID, SLURM_STEP_NUM_TASKS); refused outside a step, where
+                     SLURM's variables describe the allocation (a batch script without srun)
   --epoch E          epoch (default 0)
   --seed S           seed, any integer in [-2^63, 2^64 - 1] (default 0)
   --order ORDER      torch (PyTorch's exact order, builds the whole permutation) or feistel
@@ -136,12 +142,27 @@ void write_indices(const RankView& view, uint64_t first, uint64_t count, bool bi
 }
 
 int run_indices(const std::vector<std::string>& args, std::ostream& out) {
-  Flags flags(args, 1, {"--no-shuffle", "--drop-last", "--uneven", "--mask"});
+  Flags flags(args, 1, {"--no-shuffle", "--drop-last", "--uneven", "--mask", "--from-env"});
   SamplerOptions options = parse_order_flags(flags);
   options.uneven = flags.take_switch("--uneven");
   const bool mask = flags.take_switch("--mask");
-  options.world_size = flags.take_required_u64("--world-size");
-  options.rank = flags.take_required_u64("--rank");
+  if (flags.take_switch("--from-env")) {
+    if (flags.has("--world-size") || flags.has("--rank")) {
+      throw UsageError("--from-env with --world-size or --rank; allowed: one or the other");
+    }
+    const DistEnv env = resolve_dist_env();  // one line naming the variable when refused
+    options.world_size = env.world_size;
+    options.rank = env.rank;
+  } else {
+    for (const char* flag : {"--world-size", "--rank"}) {
+      if (!flags.has(flag)) {
+        throw UsageError(std::string("missing required flag ") + flag +
+                         "; or --from-env, under torchrun, mpirun or srun");
+      }
+    }
+    options.world_size = flags.take_required_u64("--world-size");
+    options.rank = flags.take_required_u64("--rank");
+  }
   const uint64_t epoch = flags.take_u64("--epoch", 0);
   const uint64_t consumed = flags.take_u64("--consumed", 0);
   const uint64_t start = flags.take_u64("--start", 0);
@@ -164,6 +185,11 @@ int run_indices(const std::vector<std::string>& args, std::ostream& out) {
   }
 
   const DistributedSampler sampler(options);
+  if (consumed > sampler.total_size()) {  // as audit: past the epoch's end is a wrong count
+    throw UsageError("--consumed = " + std::to_string(consumed) +
+                     " is out of range; allowed: 0 <= consumed <= " +
+                     std::to_string(sampler.total_size()) + ", the positions the job reads");
+  }
   const RankView view = sampler.epoch(epoch, consumed);
   const uint64_t num_samples = view.size();
   if (start > num_samples) {

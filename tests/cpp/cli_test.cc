@@ -6,9 +6,11 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "distsampler/hash.h"
@@ -320,6 +322,69 @@ TEST(Cli, IndicesResumeAtConsumedFollowsTheElasticRule) {
                  "99999999999999999999"})
                 .code,
             2);
+}
+
+// Issue 21, defect 8: a resume point past the epoch's end is a miscount, refused as audit does.
+TEST(Cli, IndicesRefusesAConsumedPastTheEnd) {
+  const Result past =
+      run({"indices", "--size", "10", "--world-size", "4", "--rank", "0", "--consumed", "13"});
+  EXPECT_EQ(past.code, 2);
+  EXPECT_EQ(past.out, "");
+  EXPECT_EQ(past.err,
+            "distsampler indices: --consumed = 13 is out of range; allowed: 0 <= consumed <= 12, "
+            "the positions the job reads\n");
+  // At the end: nothing left, as audit allows.
+  const Result end =
+      run({"indices", "--size", "10", "--world-size", "4", "--rank", "0", "--consumed", "12"});
+  EXPECT_EQ(end.code, 0);
+  EXPECT_EQ(end.out, "");
+}
+
+// Issue 21, defect 1: `srun distsampler indices --from-env` takes the launcher's rank and size.
+TEST(Cli, IndicesFromTheLaunchersEnvironment) {
+  const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+                         "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
+                         "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"};
+  for (const char* name : names) unsetenv(name);
+  const std::string want =
+      run({"indices", "--size", "16", "--world-size", "4", "--rank", "3"}).out;
+  struct Case {
+    std::vector<std::pair<const char*, const char*>> vars;
+  };
+  const Case launchers[] = {
+      {{{"RANK", "3"}, {"WORLD_SIZE", "4"}}},
+      {{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}}},
+      {{{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_STEP_NUM_TASKS", "4"},
+        {"SLURM_STEP_ID", "0"}}},
+  };
+  for (const Case& c : launchers) {
+    for (const auto& [name, value] : c.vars) setenv(name, value, 1);
+    const Result r = run({"indices", "--size", "16", "--from-env"});
+    EXPECT_EQ(r.code, 0) << c.vars[0].first << ": " << r.err;
+    EXPECT_EQ(r.out, want) << c.vars[0].first;
+    for (const auto& [name, value] : c.vars) unsetenv(name);
+  }
+  // A program in an `sbatch -n 4` script, without srun: refused in one line.
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  const Result batch = run({"indices", "--size", "16", "--from-env"});
+  EXPECT_EQ(batch.code, 2);
+  EXPECT_EQ(batch.out, "");
+  EXPECT_EQ(batch.err.find('\n'), batch.err.size() - 1) << batch.err;
+  EXPECT_NE(batch.err.find("SLURM_PROCID = 0, SLURM_NTASKS = 4 without SLURM_STEP_ID"),
+            std::string::npos)
+      << batch.err;
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  const Result none = run({"indices", "--size", "16", "--from-env"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("no launcher variable is set"), std::string::npos) << none.err;
+  EXPECT_NE(run({"indices", "--size", "16", "--from-env", "--rank", "0"})
+                .err.find("--from-env with --world-size or --rank"),
+            std::string::npos);
+  EXPECT_NE(run({"indices", "--size", "16"}).err.find("missing required flag --world-size; or "
+                                                      "--from-env"),
+            std::string::npos);
 }
 
 Result audit(uint64_t n, uint64_t w, uint64_t consumed, uint64_t w2, bool feistel, bool drop_last,
