@@ -85,13 +85,16 @@ class DistributedSampler(CoreArgs, PassSampler,
             is read (same indices; the O(n) build leaves the epoch boundary; costs a second
             permutation's memory). ``False`` builds each epoch's when its pass starts.
         node_shared: the ranks of a node share one torch permutation per epoch: local rank 0
-            builds it into POSIX shared memory and the others map it read-only (same indices;
-            one permutation's memory per node instead of one per rank). The node group comes
-            from torchrun (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, TORCHELASTIC_RUN_ID,
-            MASTER_ADDR/PORT) or Open MPI (OMPI_COMM_WORLD_LOCAL_RANK/LOCAL_SIZE); every local
-            rank must create the sampler with the same configuration and read the same epochs.
-            Without those variables, or without usable shared memory, each rank builds its own
-            (with a warning). Works with ``prefetch``. Off by default.
+            builds it into anonymous shared memory (freed with the last process that holds it,
+            however the job ends) and hands it to the others, which map it read-only (same
+            indices; one permutation's memory per node instead of one per rank). The node group
+            comes from torchrun (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, TORCHELASTIC_RUN_ID,
+            MASTER_ADDR/PORT), Open MPI (OMPI_COMM_WORLD_LOCAL_RANK/LOCAL_SIZE) or a SLURM step
+            (srun: SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE); every local rank
+            must create its node-shared samplers in the same order and read the same epochs
+            (two of one configuration keep separate permutations). Without those variables, or
+            without usable shared memory, each rank builds its own (with a warning). Works with
+            ``prefetch``. Off by default.
         check_agreement: when ``torch.distributed`` is initialized and ``process_group`` has
             ``num_replicas`` ranks, compare the configuration fingerprints of all its ranks
             before the first pass (one ``all_gather_object``, once per sampler; see
@@ -178,8 +181,9 @@ class DistributedSampler(CoreArgs, PassSampler,
                 if node is None:
                     warnings.warn("node_shared=True but no launcher variables give the node "
                                   "(torchrun's LOCAL_RANK/LOCAL_WORLD_SIZE, Open MPI's "
-                                  "OMPI_COMM_WORLD_LOCAL_RANK/LOCAL_SIZE): each rank builds its "
-                                  "own permutation", RuntimeWarning, stacklevel=3)
+                                  "OMPI_COMM_WORLD_LOCAL_RANK/LOCAL_SIZE, a SLURM step's "
+                                  "SLURM_LOCALID/SLURM_NODEID/SLURM_STEP_TASKS_PER_NODE): each "
+                                  "rank builds its own permutation", RuntimeWarning, stacklevel=3)
             prefetcher = self._prefetcher = _core.PrefetchingSampler(self._core, self._prefetch,
                                                                      node)
         return prefetcher

@@ -4,11 +4,14 @@ Usage: torchrun_node_shared.py PYTHON_PACKAGE_DIR
 
 Starts two torchrun agents (c10d rendezvous, --nnodes=2, 2 local ranks each); GROUP_RANK,
 which differs between the agents, is part of the node's identity, so each agent's ranks form
-their own node. Every rank iterates 3 epochs of DistributedSampler(node_shared=True) with
-prefetching and checks them against the per-rank build bit for bit; the driver then checks that
-on each node local rank 0 built every epoch's permutation once and local rank 1 mapped it (built
-none), that no rank fell back to a per-rank build, and that /dev/shm keeps no segment.
-Run as a torchrun worker (the "worker" argument), it is one such rank.
+their own node. Every rank iterates 3 epochs of two DistributedSampler(node_shared=True) of the
+same configuration (a training loader and an evaluation pass over the training set: each keeps
+its own permutation, issue 21's defect 6) with prefetching and checks them against the per-rank
+build bit for bit; the driver then checks that on each node local rank 0 built every epoch's
+permutation once per sampler and local rank 1 mapped them (built none), that no rank fell back to
+a per-rank build, and that /dev/shm keeps no segment. Then one agent of 2 ranks where rank 1
+raises an exception after epoch 0 (torchrun stops rank 0): /dev/shm keeps nothing (defect 7).
+Run as a torchrun worker (the "worker" or "crash" argument), it is one such rank.
 """
 import glob
 import json
@@ -32,15 +35,17 @@ def worker(out_dir):
     dist.init_process_group("gloo")
     dataset = range(N)
     shared = DistributedSampler(dataset, seed=5, node_shared=True)
+    twin = DistributedSampler(dataset, seed=5, node_shared=True)  # the same configuration
     plain = DistributedSampler(dataset, seed=5, prefetch=False, check_agreement=False)
     ok = True
     for epoch in range(EPOCHS):
-        shared.set_epoch(epoch)
         plain.set_epoch(epoch)
-        got = np.fromiter(iter(shared), dtype=np.int64)
         want = np.fromiter(iter(plain), dtype=np.int64)
-        ok = ok and got.shape == want.shape and bool((got == want).all())
-    del shared  # waits for the background build of epoch EPOCHS, if it started
+        for sampler in (shared, twin):
+            sampler.set_epoch(epoch)
+            got = np.fromiter(iter(sampler), dtype=np.int64)
+            ok = ok and got.shape == want.shape and bool((got == want).all())
+    del shared, twin  # waits for the background builds of epoch EPOCHS, if they started
     counts = _core.node_order_counts()
     report = dict(counts, ok=ok, rank=dist.get_rank(), local_rank=int(os.environ["LOCAL_RANK"]),
                   group_rank=int(os.environ["GROUP_RANK"]))
@@ -48,6 +53,21 @@ def worker(out_dir):
         json.dump(report, f)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def crash(out_dir):
+    """Rank 1 raises after epoch 0; rank 0 waits in a barrier until torchrun stops it."""
+    import torch.distributed as dist
+    from distsampler.torch import DistributedSampler
+
+    dist.init_process_group("gloo")
+    sampler = DistributedSampler(range(N), seed=5, node_shared=True)
+    sum(1 for _ in sampler)  # epoch 0 built and shared; epoch 1 prefetched
+    with open(os.path.join(out_dir, f"crash{dist.get_rank()}"), "w") as f:
+        f.write("read epoch 0")
+    if dist.get_rank() == 1:
+        raise RuntimeError("an ordinary exception on one rank")
+    dist.barrier()
 
 
 def free_port():
@@ -97,26 +117,43 @@ def main(package_dir):
             problems.append(f"rank {r['rank']}: indices differ from the per-rank build")
         if r["fallbacks"]:
             problems.append(f"rank {r['rank']}: fell back to a per-rank build")
-        if r["local_rank"] == 0 and not EPOCHS <= r["built"] <= EPOCHS + 1:
+        if r["local_rank"] == 0 and not 2 * EPOCHS <= r["built"] <= 2 * (EPOCHS + 1):
             problems.append(f"rank {r['rank']} (local 0): built {r['built']} permutations; "
-                            f"expected {EPOCHS} (+1 prefetched)")
-        if r["local_rank"] != 0 and (r["built"] != 0 or r["mapped"] < EPOCHS):
+                            f"expected 2 samplers x {EPOCHS} (+1 prefetched)")
+        if r["local_rank"] != 0 and (r["built"] != 0 or r["mapped"] < 2 * EPOCHS):
             problems.append(f"rank {r['rank']} (local {r['local_rank']}): built {r['built']}, "
-                            f"mapped {r['mapped']}; expected 0 and >= {EPOCHS}")
+                            f"mapped {r['mapped']}; expected 0 and >= {2 * EPOCHS}")
     if sorted(r["group_rank"] for r in reports) != [0, 0, 1, 1]:
         problems.append(f"group ranks {[r['group_rank'] for r in reports]}: not two nodes of two")
+    with tempfile.TemporaryDirectory() as out_dir:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+               "--nproc_per_node=2", "--rdzv_backend=c10d",
+               f"--rdzv_endpoint=localhost:{free_port()}", "--redirects", "2", "--tee", "2",
+               "--log_dir", os.path.join(out_dir, "logs"), os.path.abspath(__file__), "crash",
+               out_dir]
+        agent = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=120)
+        read = sorted(n for n in os.listdir(out_dir) if n.startswith("crash"))
+        if agent.returncode == 0 or read != ["crash0", "crash1"]:
+            problems.append(f"crash run: exit {agent.returncode}, ranks that read epoch 0 "
+                            f"{read}; expected a failure after both read it\n"
+                            f"{agent.stdout[-3000:]}")
+    # Only names that appeared meanwhile: another job's, there before, never count.
     left = set(glob.glob("/dev/shm/distsampler-*")) - before
     if left:
         problems.append(f"segments left in /dev/shm: {sorted(left)}")
     if problems:
         sys.exit("FAIL:\n" + "\n".join(problems))
-    print(f"ok: 2 nodes x 2 local ranks, {EPOCHS} epochs, one build per node and epoch "
+    print(f"ok: 2 nodes x 2 local ranks, 2 samplers, {EPOCHS} epochs, one build per node, "
+          f"sampler and epoch; nothing left after a rank's exception "
           f"({time.monotonic() - start:.1f} s)")
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "worker":
         worker(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "crash":
+        crash(sys.argv[2])
     elif len(sys.argv) == 2:
         main(sys.argv[1])
     else:

@@ -1,0 +1,153 @@
+"""One call that starts ``torch.distributed`` under the launcher that started this process.
+
+``init_distributed()`` in a script run by ``srun``, ``torchrun`` or in an existing process group::
+
+    from distsampler.launch import init_distributed
+    rank, world_size, local_rank = init_distributed()
+
+- A process group already exists: returns its rank and world size, initialises nothing.
+- torchrun (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set): ``env://``.
+- A SLURM job step (``srun``: ``SLURM_PROCID`` and ``SLURM_STEP_ID`` or
+  ``SLURM_STEP_NUM_TASKS``): sets ``RANK`` (``SLURM_PROCID``), ``WORLD_SIZE``
+  (``SLURM_STEP_NUM_TASKS``, else ``SLURM_NTASKS``), ``LOCAL_RANK`` (``SLURM_LOCALID``),
+  ``MASTER_ADDR`` (the first host of ``SLURM_STEP_NODELIST``, else ``SLURM_JOB_NODELIST``, by
+  ``scontrol show hostnames`` when it runs, else parsed) and ``MASTER_PORT`` (unless set: derived
+  from ``SLURM_JOB_ID`` and ``SLURM_STEP_ID``, the same on every task, different for the job's
+  other steps), then ``env://``. Variables already set are kept.
+- SLURM's variables outside a step (a program run in a batch script or an ``salloc`` shell
+  without ``srun``: they describe the allocation, not this process) or no launcher at all:
+  ``RuntimeError`` in one line.
+
+``backend`` defaults to ``"nccl"`` when CUDA is available, else ``"gloo"``; other keyword
+arguments go to ``torch.distributed.init_process_group``.
+"""
+import os
+import re
+import shutil
+import subprocess
+from typing import Mapping, NamedTuple, Optional
+
+__all__ = ["Launch", "init_distributed", "slurm_environment", "first_host"]
+
+# MASTER_PORT under SLURM: a port in [_PORT_BASE, _PORT_BASE + _PORT_SPAN), below Linux's
+# ephemeral range (32768 on), from the job and step ids.
+_PORT_BASE = 12000
+_PORT_SPAN = 20000
+
+
+class Launch(NamedTuple):
+    rank: int
+    world_size: int
+    local_rank: Optional[int]
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM host list (``"node[01-04,07],gpu3"`` -> ``"node01"``), by
+    ``scontrol show hostnames`` when it runs, else by parsing the list's first entry (each
+    bracket group contributes its first number, zero padding kept)."""
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        try:
+            out = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True,
+                                 text=True, timeout=30)
+            if out.returncode == 0 and out.stdout.split():
+                return out.stdout.split()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return _parse_first_host(nodelist)
+
+
+def _parse_first_host(nodelist: str) -> str:
+    depth = 0
+    end = len(nodelist)
+    for i, c in enumerate(nodelist):
+        depth += {"[": 1, "]": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            end = i
+            break
+    entry = nodelist[:end].strip()
+    host = re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], entry)
+    if not entry or depth < 0 or not re.fullmatch(r"[A-Za-z0-9._-]+", host):
+        raise ValueError(f"SLURM node list = {nodelist!r}; allowed: host names and bracketed "
+                         "ranges such as 'node[01-04,07],gpu3'")
+    return host
+
+
+def _in_slurm_step(env: Mapping[str, str]) -> bool:
+    return "SLURM_STEP_ID" in env or "SLURM_STEP_NUM_TASKS" in env
+
+
+def _count(env: Mapping[str, str], name: str) -> int:
+    value = env[name]
+    if not re.fullmatch(r"[0-9]{1,19}", value):
+        raise ValueError(f"{name} = {value!r}; allowed: a decimal integer >= 0")
+    return int(value)
+
+
+def slurm_environment(env: Optional[Mapping[str, str]] = None) -> dict:
+    """The torchrun-style variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
+    ``MASTER_PORT``) a SLURM job step's variables give, those already in ``env`` kept; ``{}``
+    when ``env`` (default ``os.environ``) has no SLURM task variables. Raises ``RuntimeError``
+    outside a step (see the module's docstring)."""
+    env = os.environ if env is None else env
+    if "SLURM_PROCID" not in env and "SLURM_NTASKS" not in env:
+        return {}
+    if not _in_slurm_step(env):
+        seen = ", ".join(f"{n} = {env[n]}" for n in ("SLURM_PROCID", "SLURM_NTASKS") if n in env)
+        raise RuntimeError(
+            f"{seen} without SLURM_STEP_ID: this process runs in a SLURM allocation (a batch "
+            "script or an salloc shell) but not in a job step, so those describe the "
+            "allocation, not this process; start it with srun (or torchrun)")
+    if "SLURM_PROCID" not in env:
+        raise RuntimeError("SLURM_STEP_ID is set but SLURM_PROCID is not; srun sets both")
+    size_name = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
+    if size_name not in env:
+        raise RuntimeError("SLURM_PROCID is set but neither SLURM_STEP_NUM_TASKS nor "
+                           "SLURM_NTASKS is; srun sets both")
+    rank, world_size = _count(env, "SLURM_PROCID"), _count(env, size_name)
+    if not rank < world_size:
+        raise RuntimeError(f"SLURM_PROCID = {rank}; allowed: < {size_name} = {world_size}")
+    out = {"RANK": str(rank), "WORLD_SIZE": str(world_size)}
+    if "SLURM_LOCALID" in env:
+        out["LOCAL_RANK"] = str(_count(env, "SLURM_LOCALID"))
+    if "MASTER_ADDR" not in env:
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+        if not nodelist:
+            raise RuntimeError("neither MASTER_ADDR nor SLURM_STEP_NODELIST/SLURM_JOB_NODELIST "
+                               "is set; set MASTER_ADDR to the host of rank 0")
+        out["MASTER_ADDR"] = first_host(nodelist)
+    if "MASTER_PORT" not in env:
+        if "SLURM_JOB_ID" not in env:
+            raise RuntimeError("neither MASTER_PORT nor SLURM_JOB_ID is set; set MASTER_PORT")
+        job = _count(env, "SLURM_JOB_ID")
+        step = _count(env, "SLURM_STEP_ID") if "SLURM_STEP_ID" in env else 0
+        out["MASTER_PORT"] = str(_PORT_BASE + (job * 131 + step) % _PORT_SPAN)
+    return {k: v for k, v in out.items() if k not in env}
+
+
+def init_distributed(backend: Optional[str] = None, **kwargs) -> Launch:
+    """Initialises ``torch.distributed`` from the launcher's variables unless a process group
+    exists; returns (rank, world_size, local_rank). See the module's docstring."""
+    import torch
+    import torch.distributed as dist
+
+    env = os.environ
+    if dist.is_available() and dist.is_initialized():
+        local = env.get("LOCAL_RANK", env.get("SLURM_LOCALID"))
+        return Launch(dist.get_rank(), dist.get_world_size(),
+                      int(local) if local is not None else None)
+    torchrun = all(n in env for n in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+    if not torchrun:
+        found = slurm_environment(env)
+        if not found:
+            raise RuntimeError(
+                "no launcher variables: neither torchrun's (RANK, WORLD_SIZE, MASTER_ADDR, "
+                "MASTER_PORT) nor a SLURM step's (SLURM_PROCID, SLURM_STEP_NUM_TASKS); start "
+                "the program with torchrun or srun, or call torch.distributed.init_process_group")
+        env.update(found)
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, init_method="env://", **kwargs)
+    local = env.get("LOCAL_RANK")
+    return Launch(dist.get_rank(), dist.get_world_size(),
+                  int(local) if local is not None else None)
