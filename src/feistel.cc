@@ -12,16 +12,21 @@
 //   scalar redo of the rare flagged lane (src/feistel_gather_v2.cc). Pseudorandom permutations
 //   from Feistel networks: Luby and Rackoff (SIAM J. Comput. 1988); unbalanced and
 //   small-domain ones: Morris, Rogaway and Stegers ("How to Encipher Messages on a Small Domain",
-//   CRYPTO 2009). Those bounds assume random round functions; ours are one multiply each, so the
-//   rounds are set by measurement (below).
-// - The round functions: one 32-bit multiply each, (half ^ a_r) * m_r mod 2^32 with a keyed odd
-//   m_r (multiplicative hashing, Knuth TAOCP vol. 3 6.4: the top bits of the product depend on
-//   every bit of the input). An XOR round keeps the top s bits. A modular round adds
-//   floor(h * L / 2^32), the hash scaled to [0, L) (Lemire's multiply-shift), never the top
-//   floor(log2 L) bits: those reach only [0, 2^t), as little as half of Z_L, and four such rounds
-//   leave the left part's displacement visibly non-uniform; the battery measured it at
-//   n = 1,000,003 (L = 977: element x position z = 1,700 with 8 rounds, 2,500 with 6), which is
-//   why that size is in the battery. With the scaling the same size gives |z| < 2.
+//   CRYPTO 2009). Those bounds assume random round functions; ours are keyed mixing functions,
+//   so the rounds are set by measurement (below) with the generic attacks' margin in mind.
+// - The round function: mix(x, a, b) = ((((x ^ a) * M1) ^ ((x ^ a) * M1 >> 15)) ^ b) * M2 mod
+//   2^32, M1 and M2 the multipliers of lowbias32 (Hash Prospector, a 32-bit hash with full
+//   avalanche), keyed by two words per round. An XOR round keeps the top s bits; a modular round
+//   adds the hash scaled to [0, L), floor(h * L / 2^32) (Lemire's multiply-shift), never the top
+//   floor(log2 L) bits, which reach only [0, 2^t), as little as half of Z_L (a first draft did,
+//   and the battery saw it at n = 1,000,003: z = 1,700). The first version 2 (unreleased) hashed
+//   with one keyed multiply, (x ^ a) * m: a one-bit difference of x then becomes one of two
+//   additive differences of the product, so the round after an unchanged part maps a difference
+//   to a few differences, and 6 rounds acted like 4; an audit (issue 20) found the differences of
+//   p(x) and p(x XOR 2^j) repeating at z = 300 per key at n = 1,000,003. The second multiply,
+//   after the xorshift folds the high bits into the low ones, spreads every difference over the
+//   whole word; tools/quality_structure.cc checks exactly this (and a linear variant of mix,
+//   its multiplies carry-less, fails it at z > 1,000).
 // - Parity. In version 1 every round XORs f(l) into a half of b bits, translating that half, for
 //   each value l of the other half, by f(l); a nonzero translation is 2^(b - 1) disjoint
 //   transpositions, even once b >= 2. So once both halves have 2 bits or more, the network yields
@@ -41,13 +46,16 @@
 //   rejection ("Fast Random Integer Generation in an Interval", ACM TOMACS 2019), so exactly
 //   uniform given uniform words. The order and its inverse are held in two 64-byte tables, still
 //   O(1) memory; construction costs kExactSize draws.
-// - Rounds. 6 by default: the battery's pair-difference statistic (tools/quality.cc) fails 4 and
-//   5 rounds (z = 23 to 46 in 20 permutations) and passes 6 and 8 from n = 131,073 up; no other
-//   statistic tells 4 from 8. Smaller domains run more: halves of up to 8 bits (n <= 2^16) at
-//   least 24 rounds (version 1: only up to 64 elements), since at n = 100 (4 + 3-bit halves) 8
-//   rounds correlate the positions of v and v + 8 (z = 7.6); left parts of up to 8 bits (n <=
-//   2^17) at least 8, since 6 read z = 3.8 at n = 65,537 (L = 129, 2000 permutations). The cost is
-//   irrelevant at these sizes.
+// - Rounds. 8 by default, twice the most the battery breaks. Its structure-aware statistics
+//   (tools/quality_structure.cc: collisions of output differences for single-bit XOR and small
+//   additive input differences in both halves, per key, and linear correlations) fail 4 rounds
+//   (z = 48 with 60 keys at n = 131,073, 27 with 6 at 1,000,003) and pass 5, 6 and 7 (|z| < 3);
+//   the generic attacks on Feistel networks with random round functions (Patarin, ASIACRYPT 2001
+//   and CRYPTO 2004) need about N^((r - 4) / 2) work for r >= 6 rounds over N values, so 8 rounds
+//   leave an O(N^2) attack, far beyond a test that reads one permutation per key. Smaller domains
+//   run more: halves of up to 8 bits (n <= 2^16) at least 24 rounds (version 1: only up to 64
+//   elements), since at n = 100 (4 + 3-bit halves) 8 rounds of the first version 2 correlated the
+//   positions of v and v + 8 (z = 7.6). The cost is irrelevant at these sizes.
 // - The key. (seed, epoch) are hashed as before under a new domain, then n is hashed in, so the
 //   orders of n and n + 1 are unrelated (version 1 agreed on 999 of 1000 positions).
 // Nothing here depends on the platform: 64-bit integer arithmetic and the hashes of hash.h.
@@ -91,7 +99,7 @@ uint64_t uniform_below(uint64_t key, uint64_t* counter, uint64_t bound) {
 
 FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds,
                                        int version)
-    : n_(n), version_(version), rounds_(rounds), keys_{}, mults_{}, table_{}, inverse_table_{} {
+    : n_(n), version_(version), rounds_(rounds), keys_{}, keys2_{}, table_{}, inverse_table_{} {
   if (n > kMaxSize) {
     throw std::invalid_argument(
         "size = " + std::to_string(n) +
@@ -144,7 +152,7 @@ FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch
   for (int r = 0; r < rounds_; ++r) {
     state = mix64(state);
     keys_[r] = static_cast<uint32_t>(state >> 32);
-    mults_[r] = static_cast<uint32_t>(state) | 1u;
+    keys2_[r] = static_cast<uint32_t>(state);
   }
   if (flip_ != 0) {
     // inverse() without its correction, of the two values the correction swaps.

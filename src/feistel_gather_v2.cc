@@ -1,6 +1,7 @@
 // FeistelPermutation::gather for version 2: every round of a lane in registers, 8 (AVX2) or 16
-// (AVX-512) 32-bit lanes per vector and several vectors in flight, one 32-bit multiply per XOR
-// round and a 32 x 32 -> 64-bit one more per modular round.
+// (AVX-512) 32-bit lanes per vector and several vectors in flight, the round function's two 32-bit
+// multiplies per round (FeistelPermutation::mix) and a 32 x 32 -> 64-bit one more per modular
+// round.
 //
 // Version 2's domain [0, L * 2^s) is barely above n, so the kernels do not walk cycles in SIMD at
 // all: a lane's value can reach n only if its left part is at least floor(n / 2^s). One unsigned
@@ -14,11 +15,10 @@
 // (AVX-512, and the portable kernel below n = 2^60, carry the two parts from vector to vector
 // instead), which the output unpacks again.
 // The kernels compute the scalar encrypt2's integer operations, so every kernel gives the same bits
-// (feistel_test compares each with operator()). Measured on an AMD EPYC (Zen 4), 6 rounds, one
-// kernel call per 65,536 indices (docs/benchmarks.md): 0.66 to 0.71 ns per index with AVX2, 0.47
-// to 0.49 with AVX-512, 1.7 to 1.9 portable built for SSE4.1 and 1.9 to 2.0 for SSE2, against 1.8
-// to 6.6, 1.3 to 3.6 and 6.9 to 17.0 for version 1 (8 rounds), whose power-of-two domain walks up
-// to half its lanes.
+// (feistel_test compares each with operator()). Speed per kernel and per round: docs/benchmarks.md
+// (the first version 2, one multiply per round and 6 rounds, ran at 0.66 to 0.71 ns per index with
+// AVX2 and 0.47 to 0.49 with AVX-512 on an AMD EPYC, Zen 4; the mix round costs more, and 8 of them
+// are the price of a round function the battery cannot break).
 #include <algorithm>
 
 #include "distsampler/feistel.h"
@@ -133,8 +133,16 @@ inline __attribute__((always_inline)) Lanes portable_mullo(Lanes x, Lanes m) {
 // The round constants as vectors, read as memory operands (opaque).
 struct PortableKeys {
   Lanes key[FeistelPermutation::kMaxRounds];
-  Lanes mult[FeistelPermutation::kMaxRounds];
+  Lanes key2[FeistelPermutation::kMaxRounds];
 };
+
+// The round function's first multiply and xorshift (FeistelPermutation::mix without its last
+// multiply, which the callers fuse with what they do next).
+template <bool kNative>
+inline __attribute__((always_inline)) Lanes portable_premix(Lanes x, Lanes a, Lanes b) {
+  const Lanes h = portable_mullo<kNative>(x ^ a, Lanes{} + FeistelPermutation::kMixMultiplier1);
+  return h ^ (h >> FeistelPermutation::kMixShift) ^ b;
+}
 
 // kSmall: L <= 2^30, so left + c < 2^31 and a signed compare (all SSE2 has) decides.
 template <int R, bool kSmall, bool kNative>
@@ -147,8 +155,12 @@ inline __attribute__((always_inline)) void portable_rounds(const Network& net,
 #pragma GCC unroll 16
   for (; r + 1 < rounds; r += 2) {
     for (int v = 0; v < kPortableVectors; ++v) {
-      right[v] ^= portable_mullo<kNative>(left[v] ^ k.key[r], k.mult[r]) >> rs;
-      const Lanes c = portable_scaled_hash(right[v] ^ k.key[r + 1], k.mult[r + 1], size);
+      right[v] ^= portable_mullo<kNative>(portable_premix<kNative>(left[v], k.key[r], k.key2[r]),
+                                          Lanes{} + FeistelPermutation::kMixMultiplier2) >>
+                  rs;
+      const Lanes c =
+          portable_scaled_hash(portable_premix<kNative>(right[v], k.key[r + 1], k.key2[r + 1]),
+                               Lanes{} + FeistelPermutation::kMixMultiplier2, size);
       if (kSmall) {
         const Lanes y = left[v] + c;
         left[v] =
@@ -164,7 +176,9 @@ inline __attribute__((always_inline)) void portable_rounds(const Network& net,
   }
   if (r < rounds) {
     for (int v = 0; v < kPortableVectors; ++v) {
-      right[v] ^= portable_mullo<kNative>(left[v] ^ k.key[r], k.mult[r]) >> rs;
+      right[v] ^= portable_mullo<kNative>(portable_premix<kNative>(left[v], k.key[r], k.key2[r]),
+                                          Lanes{} + FeistelPermutation::kMixMultiplier2) >>
+                  rs;
     }
   }
 }
@@ -205,7 +219,7 @@ inline __attribute__((always_inline)) void portable_all(const FeistelPermutation
   PortableKeys keys;
   for (int r = 0; r < net.rounds; ++r) {
     keys.key[r] = Lanes{} + net.keys[r];
-    keys.mult[r] = Lanes{} + net.mults[r];
+    keys.key2[r] = Lanes{} + net.keys2[r];
   }
   const int s = net.right_bits;
   const uint32_t rmask = net.right_mask;
@@ -349,8 +363,18 @@ constexpr int kAvx2Vectors = 8;
 // Round constants, broadcast once (AVX2 has no broadcast memory operands for integers).
 struct Avx2Keys {
   __m256i key[FeistelPermutation::kMaxRounds];
-  __m256i mult[FeistelPermutation::kMaxRounds];
+  __m256i key2[FeistelPermutation::kMaxRounds];
 };
+
+// FeistelPermutation::mix per 32-bit lane.
+DISTSAMPLER_TARGET_AVX2 inline __m256i avx2_mix(__m256i x, __m256i a, __m256i b) {
+  __m256i h =
+      _mm256_mullo_epi32(_mm256_xor_si256(x, a),
+                         _mm256_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier1)));
+  h = _mm256_xor_si256(_mm256_xor_si256(h, _mm256_srli_epi32(h, FeistelPermutation::kMixShift)), b);
+  return _mm256_mullo_epi32(
+      h, _mm256_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier2)));
+}
 
 // floor(h * size / 2^32) per 32-bit lane: the even lanes' 64-bit products keep their high words
 // after a shift, the odd lanes' already sit in place.
@@ -371,14 +395,12 @@ DISTSAMPLER_TARGET_AVX2 inline void avx2_rounds(const Network& net, const Avx2Ke
   const __m256i size = _mm256_set1_epi32(static_cast<int>(net.left_size));
   for (int r = 0; r < rounds; r += 2) {
     for (int v = 0; v < V; ++v) {
-      right[v] = _mm256_xor_si256(
-          right[v],
-          _mm256_srl_epi32(_mm256_mullo_epi32(_mm256_xor_si256(left[v], k.key[r]), k.mult[r]), rs));
+      right[v] =
+          _mm256_xor_si256(right[v], _mm256_srl_epi32(avx2_mix(left[v], k.key[r], k.key2[r]), rs));
     }
     if (r + 1 < rounds) {
       for (int v = 0; v < V; ++v) {
-        const __m256i h =
-            _mm256_mullo_epi32(_mm256_xor_si256(right[v], k.key[r + 1]), k.mult[r + 1]);
+        const __m256i h = avx2_mix(right[v], k.key[r + 1], k.key2[r + 1]);
         const __m256i y = _mm256_add_epi32(left[v], avx2_scale(h, size));
         left[v] = _mm256_min_epu32(y, _mm256_sub_epi32(y, size));
       }
@@ -496,7 +518,7 @@ DISTSAMPLER_TARGET_AVX2 void gather_avx2(const FeistelPermutation& p, const Netw
   Avx2Keys k;
   for (int r = 0; r < net.rounds; ++r) {
     k.key[r] = _mm256_set1_epi32(static_cast<int>(net.keys[r]));
-    k.mult[r] = _mm256_set1_epi32(static_cast<int>(net.mults[r]));
+    k.key2[r] = _mm256_set1_epi32(static_cast<int>(net.keys2[r]));
   }
   if (net.rounds == FeistelPermutation::kVersion2Rounds) {
     avx2_all<FeistelPermutation::kVersion2Rounds>(p, net, k, first, stride, count, out);
@@ -526,7 +548,7 @@ constexpr int kAvx512Lane[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 1
 struct Avx512Keys {
   uint32_t key[FeistelPermutation::kMaxRounds];   // even rounds: the key XORed into left
   uint32_t fold[FeistelPermutation::kMaxRounds];  // even rounds: P_before ^ P_after
-  uint32_t mult[FeistelPermutation::kMaxRounds];
+  uint32_t key2[FeistelPermutation::kMaxRounds];
   uint32_t last;  // P after the last round
 };
 
@@ -545,21 +567,26 @@ DISTSAMPLER_TARGET_AVX512 inline void avx512_rounds(const Network& net, const Av
   const int rounds = rounds_of(R, net);
   const __m128i rs = _mm_cvtsi32_si128(net.right_shift);
   const __m512i size = _mm512_set1_epi32(static_cast<int>(net.left_size));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier1));
+  const __m512i m2 = _mm512_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier2));
   for (int r = 0; r < rounds; r += 2) {
     for (int v = 0; v < V; ++v) {
-      const __m512i h = _mm512_srl_epi32(
-          _mm512_mullo_epi32(
-              _mm512_xor_si512(left[v], _mm512_set1_epi32(static_cast<int>(k.key[r]))),
-              _mm512_set1_epi32(static_cast<int>(k.mult[r]))),
-          rs);
+      __m512i g = _mm512_mullo_epi32(
+          _mm512_xor_si512(left[v], _mm512_set1_epi32(static_cast<int>(k.key[r]))), m1);
+      g = _mm512_ternarylogic_epi32(g, _mm512_srli_epi32(g, FeistelPermutation::kMixShift),
+                                    _mm512_set1_epi32(static_cast<int>(k.key2[r])), 0x96);
+      const __m512i h = _mm512_srl_epi32(_mm512_mullo_epi32(g, m2), rs);
       right[v] =
           _mm512_ternarylogic_epi32(right[v], h, _mm512_set1_epi32(static_cast<int>(k.fold[r])),
                                     0x96);  // a ^ b ^ c
     }
     if (r + 1 < rounds) {
       for (int v = 0; v < V; ++v) {
-        const __m512i h =
-            _mm512_mullo_epi32(right[v], _mm512_set1_epi32(static_cast<int>(k.mult[r + 1])));
+        // right[v] carries the round's first key already (Avx512Keys).
+        __m512i g = _mm512_mullo_epi32(right[v], m1);
+        g = _mm512_ternarylogic_epi32(g, _mm512_srli_epi32(g, FeistelPermutation::kMixShift),
+                                      _mm512_set1_epi32(static_cast<int>(k.key2[r + 1])), 0x96);
+        const __m512i h = _mm512_mullo_epi32(g, m2);
         const __m512i y = _mm512_add_epi32(left[v], avx512_scale(h, size));
         left[v] = _mm512_min_epu32(y, _mm512_sub_epi32(y, size));
       }
@@ -671,8 +698,8 @@ DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p, const 
     const uint32_t next = r + 1 < net.rounds ? net.keys[r + 1] : 0;
     k.key[r] = net.keys[r];
     k.fold[r] = carried ^ next;
-    k.mult[r] = net.mults[r];
-    if (r + 1 < net.rounds) k.mult[r + 1] = net.mults[r + 1];
+    k.key2[r] = net.keys2[r];
+    if (r + 1 < net.rounds) k.key2[r + 1] = net.keys2[r + 1];
     carried = next;
   }
   k.last = carried;
@@ -691,7 +718,7 @@ DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p, const 
 
 void FeistelPermutation::gather_version2(uint64_t first, uint64_t stride, uint64_t count,
                                          uint64_t* out, detail::SimdLevel level) const {
-  const Network net{n_, rounds_, right_bits_, right_mask_, left_size_, right_shift_, keys_, mults_};
+  const Network net{n_, rounds_, right_bits_, right_mask_, left_size_, right_shift_, keys_, keys2_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
     case detail::SimdLevel::kAvx512:

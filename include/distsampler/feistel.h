@@ -40,9 +40,10 @@ SimdLevel best_simd_level();
 // a domain barely above n, [0, L * 2^s) with s = ceil(k / 2) and L = ceil(n / 2^s), so cycle
 // walking almost never runs (a fraction below 2^(1 - floor(k / 2)) of the positions walk, against
 // up to one half in version 1). Rounds alternate: even ones XOR the right part (s bits) with the
-// top s bits of (left ^ a_r) * m_r mod 2^32, odd ones add h = (right ^ a_r) * m_r mod 2^32, scaled
-// to [0, L) as floor(h * L / 2^32), to the left part modulo L, with keyed odd multipliers m_r: the
-// same 32-bit integer operations in every SIMD kernel. It also has (a) n hashed into the key, (b) a
+// top s bits of h = mix(left, a_r, b_r), odd ones add h = mix(right, a_r, b_r), scaled to [0, L) as
+// floor(h * L / 2^32), to the left part modulo L. mix keys the half with two 32-bit words and
+// mixes it (multiply, xorshift, multiply: every output bit depends on every input bit), the same
+// 32-bit integer operations in every SIMD kernel. It also has (a) n hashed into the key, (b) a
 // keyed parity correction, the transposition of the values 0 and 1 applied with probability 1/2,
 // which makes odd and even permutations equally likely, and (c) sizes up to kExactSize exact: a
 // Fisher-Yates shuffle drawn from a counter-based hash with unbiased (Lemire, rejection) integer
@@ -51,11 +52,11 @@ class FeistelPermutation {
  public:
   // The rounds most users should take, per version. Version 1: 8 keep the cost per index at a few
   // nanoseconds, and pairs of positions land uniformly for every size above 64 (tests check 64
-  // to 257). Version 2: 6, the fewest the battery (tools/quality.cc) cannot tell from a uniform
-  // shuffle at every size it tests; its pair-difference statistic fails 4 and 5 (feistel.cc).
+  // to 257). Version 2: 8, twice the most rounds the battery breaks (4: its structure-aware
+  // statistics, tools/quality_structure.cc, fail 4 rounds and pass 5 to 8; src/feistel.cc).
   // Fewer rounds are faster and measurably less uniform.
   static constexpr int kVersion1Rounds = 8;
-  static constexpr int kVersion2Rounds = 6;
+  static constexpr int kVersion2Rounds = 8;
   // Passed as rounds: the version's default (default_rounds).
   static constexpr int kVersionDefaultRounds = 0;
   static constexpr int kMaxRounds = 32;
@@ -88,6 +89,10 @@ class FeistelPermutation {
   // n = 131,073 (L = 257) and 1,000,003.
   static constexpr uint64_t kNarrowDomainVersion2 = uint64_t{1} << 17;
   static constexpr int kNarrowDomainRounds = 8;
+  // Version 2's round function (mix): lowbias32's multipliers and shift (Hash Prospector).
+  static constexpr uint32_t kMixMultiplier1 = 0x7feb352du;
+  static constexpr uint32_t kMixMultiplier2 = 0x846ca68bu;
+  static constexpr int kMixShift = 15;
 
   FeistelPermutation() : FeistelPermutation(0, 0, 0) {}
   // rounds = kVersionDefaultRounds (0) takes default_rounds(version). Throws
@@ -158,7 +163,7 @@ class FeistelPermutation {
     uint32_t left_size;   // L
     int right_shift;      // 32 - s
     const uint32_t* keys;
-    const uint32_t* mults;
+    const uint32_t* keys2;
   };
 
  private:
@@ -192,13 +197,21 @@ class FeistelPermutation {
     uint32_t left = static_cast<uint32_t>(x >> right_bits_);
     uint32_t right = static_cast<uint32_t>(x) & right_mask_;
     for (int r = 0; r < rounds_; r += 2) {
-      right ^= ((left ^ keys_[r]) * mults_[r]) >> right_shift_;
+      right ^= mix(left, keys_[r], keys2_[r]) >> right_shift_;
       if (r + 1 < rounds_) {
-        const uint32_t y = left + scale(((right ^ keys_[r + 1]) * mults_[r + 1]), left_size_);
+        const uint32_t y = left + scale(mix(right, keys_[r + 1], keys2_[r + 1]), left_size_);
         left = y >= left_size_ ? y - left_size_ : y;
       }
     }
     return (static_cast<uint64_t>(left) << right_bits_) | right;
+  }
+  // Version 2's round function: the half keyed by two words a, b, mixed (multiply, xorshift,
+  // multiply). Its high bits depend on every bit of the half; rounds use the top s of them (XOR
+  // rounds) or scale them to [0, L) (modular rounds).
+  static uint32_t mix(uint32_t half, uint32_t a, uint32_t b) {
+    uint32_t h = (half ^ a) * kMixMultiplier1;
+    h ^= (h >> kMixShift) ^ b;
+    return h * kMixMultiplier2;
   }
   // floor(h * size / 2^32): a 32-bit hash scaled to [0, size), every value reached by
   // floor(2^32 / size) or one more words.
@@ -218,10 +231,10 @@ class FeistelPermutation {
     uint32_t right = static_cast<uint32_t>(x) & right_mask_;
     for (int r = rounds_ - 1; r >= 0; --r) {
       if (r % 2 == 1) {
-        const uint32_t c = scale((right ^ keys_[r]) * mults_[r], left_size_);
+        const uint32_t c = scale(mix(right, keys_[r], keys2_[r]), left_size_);
         left = left < c ? left - c + left_size_ : left - c;
       } else {
-        right ^= ((left ^ keys_[r]) * mults_[r]) >> right_shift_;
+        right ^= mix(left, keys_[r], keys2_[r]) >> right_shift_;
       }
     }
     return (static_cast<uint64_t>(left) << right_bits_) | right;
@@ -242,10 +255,10 @@ class FeistelPermutation {
   uint32_t right_mask_;
   uint32_t keys_[kMaxRounds];
   // Version 2 only: the left part's range L (<= 2^31), the shift that keeps the top s bits of a
-  // product (right rounds), and the rounds' odd multipliers.
+  // hash (right rounds), and the rounds' second key words (mix's b; keys_ holds its a).
   uint32_t left_size_ = 0;
   int right_shift_ = 0;
-  uint32_t mults_[kMaxRounds];
+  uint32_t keys2_[kMaxRounds];
   // Version 2 with flip_ == 1: the positions where the network puts the values 0 and 1, which the
   // parity correction swaps.
   uint64_t parity_positions_[2] = {0, 0};

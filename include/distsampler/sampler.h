@@ -23,7 +23,7 @@ struct SamplerOptions {
   bool drop_last = false;
   OrderKind order = OrderKind::kTorch;
   RandpermVariant randperm = RandpermVariant::kCurrent;
-  // 0: the version's default (FeistelPermutation::default_rounds: 8 for version 1, 6 for 2).
+  // 0: the version's default (FeistelPermutation::default_rounds: 8 for either version).
   int feistel_rounds = FeistelPermutation::kVersionDefaultRounds;
   // Duplicate-free evaluation without padding: rank sizes differ by at most one (partition.h).
   // Excludes drop_last. For padded-with-mask evaluation keep the default padding and skip the

@@ -147,7 +147,7 @@ TEST(State, FingerprintIsNormalizedAndIgnoresWorldSizeAndRank) {
 TEST(State, FingerprintNamesTheDefaultRounds) {
   SamplerOptions o = options_of(1000, 1, 0, OrderKind::kFeistel, false);
   EXPECT_EQ(o.feistel_rounds, 0);
-  EXPECT_EQ(fingerprint(o).feistel_rounds, 6);
+  EXPECT_EQ(fingerprint(o).feistel_rounds, 8);
   o.feistel_version = FeistelPermutation::kVersion1;
   EXPECT_EQ(fingerprint(o).feistel_rounds, 8);
   o.feistel_rounds = 12;

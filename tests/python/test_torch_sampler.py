@@ -331,7 +331,7 @@ def test_state_fields():
     assert state == {"version": STATE_VERSION, "epoch": 0, "consumed": 0, "world_size": 2,
                      "algorithm_version": 1, "size": 10, "seed": -5, "shuffle": True,
                      "drop_last": True, "uneven": False, "order": "feistel",
-                     "randperm": "current", "feistel_rounds": 6, "feistel_version": 2}
+                     "randperm": "current", "feistel_rounds": 8, "feistel_version": 2}
     assert json.loads(text)["crc32"] == _core.crc32(_core.encode_state(_core.make_state(
         sampler._core, 0, 0))[:56])
 
