@@ -1,0 +1,35 @@
+// quality_structure.h: the battery's statistics that know the Feistel construction (issue 20).
+#ifndef DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
+#define DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace quality {
+
+// A permutation of [0, n) from a key: out[i] for every position i < n.
+using Fill = std::function<void(uint64_t n, uint64_t seed, uint64_t* out)>;
+
+struct StructureReport {
+  std::string text;      // the console tables
+  std::string markdown;  // the section of docs/quality.md
+  // The default order's and the reference's worst |z| over every statistic and size (keys and
+  // members adjusted as the tables say), and whether every weakened network failed some
+  // statistic at every size it ran, and every statistic caught some weakened network.
+  double worst_default = 0, worst_reference = 0;
+  bool weakened_caught = false, statistics_proven = false;
+  bool model_matches_library = false;
+};
+
+// Runs the structure-aware statistics; `reference` is the battery's uniform shuffle. The long mode
+// writes docs/quality.md's figures (minutes); the short one runs in the ctest test.
+StructureReport run_structure(bool long_mode, const Fill& reference);
+
+// The library's version 2 at 1..max_rounds rounds (seeds from first_seed), the worst |z| and its
+// statistic per round count: how the default's rounds were chosen.
+std::string sweep_rounds(uint64_t n, int keys, int max_rounds, uint64_t first_seed);
+
+}  // namespace quality
+
+#endif  // DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
