@@ -8,8 +8,11 @@ Every rank prints one line per batch: `exp1 VARIANT rank=R epoch=E batch=V,V` wh
 items' values (item i holds i + 1, as in the seed). Variants:
   torch-forgot-set-epoch      PyTorch's sampler, set_epoch never called: epoch 1 repeats epoch 0
   torch-set-epoch             PyTorch's sampler, set_epoch(e) each epoch
-  distsampler-forgot-set-epoch  ours, set_epoch never called: auto_epoch advances (one warning)
-  distsampler-auto-epoch-off  ours with auto_epoch=False: PyTorch's behaviour, repeat included
+  distsampler-forgot-set-epoch  ours, set_epoch never called: PyTorch's behaviour, epoch 1
+                                repeats epoch 0, and one warning naming set_epoch
+  distsampler-auto-epoch      ours with auto_epoch=True, set_epoch never called: epoch 1 is
+                                epoch 1's order (one warning)
+Rank 0 prints each warning of our variants as `exp1 warning: VARIANT Category: message`.
 """
 import os
 import sys
@@ -59,14 +62,15 @@ def main():
     dataset = Items()
     run("torch-forgot-set-epoch", TorchSampler(dataset), call_set_epoch=False)
     run("torch-set-epoch", TorchSampler(dataset), call_set_epoch=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run("distsampler-forgot-set-epoch", DistributedSampler(dataset), call_set_epoch=False)
-    if dist.get_rank() == 0:
-        for warning in caught:
-            say(f"exp1 warning: {warning.category.__name__}: {warning.message}")
-    run("distsampler-auto-epoch-off", DistributedSampler(dataset, auto_epoch=False),
-        call_set_epoch=False)
+    for variant, sampler in (("distsampler-forgot-set-epoch", DistributedSampler(dataset)),
+                             ("distsampler-auto-epoch",
+                              DistributedSampler(dataset, auto_epoch=True))):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run(variant, sampler, call_set_epoch=False)
+        if dist.get_rank() == 0:
+            for warning in caught:
+                say(f"exp1 warning: {variant} {warning.category.__name__}: {warning.message}")
     dist.destroy_process_group()
 
 

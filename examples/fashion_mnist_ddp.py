@@ -1,7 +1,7 @@
 """DDP training on Fashion-MNIST three ways, recording the loss of every step:
 
-  advancing      distsampler.torch.DistributedSampler, set_epoch never called: auto_epoch
-                 advances the epoch, so every epoch gets a new order
+  advancing      distsampler.torch.DistributedSampler(auto_epoch=True), set_epoch never
+                 called: auto_epoch advances the epoch, so every epoch gets a new order
   not-advancing  torch's DistributedSampler, set_epoch never called (the seed's bug): every
                  epoch repeats epoch 0's batches in the same order
   no-sampler     a plain shuffling DataLoader: every rank reads the whole training set, so an
@@ -53,7 +53,7 @@ def load(prefix, limit):
 
 def loader_for(variant, train, batch_size):
     if variant == "advancing":
-        sampler = DistributedSampler(train, seed=0)
+        sampler = DistributedSampler(train, seed=0, auto_epoch=True)
     elif variant == "not-advancing":
         sampler = TorchSampler(train, seed=0)
     else:

@@ -1,102 +1,170 @@
 """A torch DataLoader whose checkpoint counts what the training loop received (private; public
 as distsampler.data.DataLoader and distsampler.torch.DataLoader).
 
-The protocol is torchdata's StatefulDataLoader's: the sampler is the state; its position is
-snapshotted as each batch's indices are dispatched (to the fetcher, or to a worker), and the
-snapshot travels with the batch: when the loop receives batch k, the checkpoint becomes the
-snapshot taken when batch k was dispatched. Prefetching, workers, pinning and persistent workers
-then change nothing: ``state_dict()`` after the loop received k batches resumes at batch k.
+The protocol is torchdata's StatefulDataLoader's: the sampler is the state; it is snapshotted as
+each batch's indices are dispatched (to the fetcher, or to a worker), and when the loop receives
+batch k the checkpoint becomes the snapshot taken when batch k was dispatched. Prefetching,
+workers, pinning and persistent workers then change nothing: ``state_dict()`` after the loop
+received k batches resumes at batch k.
 
-For the package's samplers the snapshot is two integers (the pass and its count). A foreign
-sampler with ``state_dict``/``load_state_dict`` is snapshotted through them; one without is
-fast-forwarded on resume by drawing and discarding the batches already received (deterministic
-samplers only).
+It rests on torch's public DataLoader surface plus one private property that every supported
+torch (1.13 to 2.13) has with the same meaning: ``_index_sampler``, which torch's iterators read
+when they are made or reset and then draw each batch's indices from. This loader returns it
+wrapped, so that each draw is a dispatch, and wraps the iterator ``__iter__`` returns, so that
+each batch it yields is a receipt. Batches arrive in dispatch order (``in_order=True``, the only
+order accepted), so the k-th receipt is the k-th dispatch. Nothing here refers back to the
+loader, so a loader held only by its own iterator is freed normally.
+
+The snapshot of the package's samplers is two integers (the pass and its count), reported back
+to the sampler at receipt (``Pass.receive``); a foreign sampler with ``state_dict`` /
+``load_state_dict`` is snapshotted through them; one without is fast-forwarded on resume by
+drawing and discarding the batches already received (exact for deterministic samplers only).
 """
-import weakref
-from typing import Any, Dict, Optional
+import collections
+from typing import Any, Dict, Optional, TypeVar
 
 import torch.utils.data
 from torch.utils.data import dataloader as _torch_loader
 
-from ._passes import Pass, PassSampler
+from ._passes import PassSampler
 
 LOADER_STATE_VERSION = 1
 
+_T_co = TypeVar("_T_co", covariant=True)
 
-class _Tracking:
-    """Mixed into torch's two DataLoader iterators: snapshot at dispatch, deliver at receipt."""
 
-    _distsampler_tracks = True  # read by _passes: this loader reports what the loop received
+class _Tracker:
+    """One loader's record of its passes: the snapshots of batches dispatched and not yet
+    received (oldest first), the batches received, and what a resume asked for. ``source`` is
+    the object whose state is the loader's (None for an iterable dataset), ``adapter`` the
+    DistributedIterableDataset served, if any."""
 
-    def _setup_tracking(self, loader: "DataLoader") -> None:
-        # A loader with persistent workers holds its iterator: a weak reference back avoids a
-        # cycle, which would leave the workers running until a garbage collection shuts them
-        # down (slowly, from whatever code it interrupts). Otherwise the iterator may outlive
-        # the loader (iter(DataLoader(...))) and holds it.
-        self._stateful_loader = weakref.proxy(loader) if loader._holds_iterator() else loader
-        self._snapshots: Dict[Any, Any] = {}
-        self._skip = loader._pending_skip
-        loader._pending_skip = 0
-        loader._begin_pass()
+    def __init__(self, source, adapter, per_batch: int) -> None:
+        self.source, self.adapter, self.per_batch = source, adapter, per_batch
+        self.snapshots: collections.deque = collections.deque()
+        self.received = 0       # batches the loop received in this pass, after `base`
+        self.base = 0           # batches of this pass received before a resume
+        self.resumed = 0        # the loaded state's batches, for the next pass's `base`
+        self.skip = 0           # batches the next pass draws and discards (stateless source)
+        self.skipping = 0       # ... of which this pass has yet to draw
+        self.foreign_state = None  # a foreign sampler's state at the last received batch
+        self.opening = False    # inside _get_iterator, whose iterator calls iter() twice
+        self.opened = False     # ... and the first of those calls began the pass
 
-    def _dispatch_key(self):
-        raise NotImplementedError
+    @property
+    def batches(self) -> int:
+        return self.base + self.received
 
-    def _next_index(self):
-        while self._skip:  # a foreign sampler without state: fast-forward on resume
-            super()._next_index()
-            self._skip -= 1
-        index = super()._next_index()
-        self._snapshots[self._dispatch_key()] = self._stateful_loader._snapshot()
+    def begin_pass(self) -> None:
+        """A torch iterator (re)started drawing indices: a new pass."""
+        if self.opening:
+            if self.opened:
+                return
+            self.opened = True
+        self.snapshots.clear()
+        self.base, self.resumed, self.received = self.resumed, 0, 0
+        self.skipping, self.skip = self.skip, 0
+        if self.adapter is not None:
+            self.adapter._start_pass_for_loader()
+
+    def dispatched(self) -> None:
+        """A batch's indices were just drawn: snapshot the source's state."""
+        source, snapshot = self.source, None
+        if isinstance(source, PassSampler):
+            live = source._live
+            if live is not None:
+                if not live.tracked:  # this loader reports the pass's receipts from now on
+                    live.receive(0)
+                snapshot = (live, live.count)
+        elif source is not None and hasattr(source, "state_dict"):
+            snapshot = source.state_dict()
+        self.snapshots.append(snapshot)
+
+    def receive(self) -> None:
+        """The loop received the oldest batch dispatched and not yet received."""
+        snapshot = self.snapshots.popleft() if self.snapshots else None
+        self.received += 1
+        if self.adapter is not None:
+            self.adapter._received_batches(self.received, self.per_batch)
+        elif isinstance(snapshot, tuple):
+            live, count = snapshot
+            live.receive(count)
+        elif snapshot is not None:
+            self.foreign_state = snapshot
+
+    def end_pass(self) -> None:
+        """The loop received the pass's last batch (the iterator raised StopIteration)."""
+        if self.adapter is not None:
+            self.adapter._pass_ended()
+        elif isinstance(self.source, PassSampler) and self.source._live is not None:
+            live = self.source._live
+            live.receive(live.count)
+        self.snapshots.clear()
+        self.base = self.received = 0
+        self.foreign_state = None
+
+
+class _DispatchingSampler:
+    """The index sampler (a batch sampler, or the sampler with ``batch_size=None``) as torch's
+    iterators see it: the same indices, and each draw recorded as a dispatch."""
+
+    def __init__(self, index_sampler, tracker: _Tracker) -> None:
+        self._index_sampler, self._tracker = index_sampler, tracker
+
+    def __len__(self) -> int:
+        return len(self._index_sampler)
+
+    def __iter__(self):
+        self._tracker.begin_pass()
+        return _Dispatching(iter(self._index_sampler), self._tracker)
+
+
+class _Dispatching:
+    __slots__ = ("_indices", "_tracker")
+
+    def __init__(self, indices, tracker: _Tracker) -> None:
+        self._indices, self._tracker = indices, tracker
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        tracker = self._tracker
+        while tracker.skipping:  # a resumed stateless sampler: draw the batches received
+            tracker.skipping -= 1
+            next(self._indices)
+        index = next(self._indices)
+        tracker.dispatched()
         return index
 
-    def _received(self, key) -> None:
-        self._stateful_loader._deliver(self._snapshots.pop(key, None))
 
-    def _next_data(self):
+class _Receiving:
+    """torch's DataLoader iterator, each batch it yields recorded as received. Other attributes
+    are the wrapped iterator's."""
+
+    def __init__(self, iterator, tracker: _Tracker) -> None:
+        self._iterator, self._tracker = iterator, tracker
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
         try:
-            return self._next_data_tracked()
+            batch = next(self._iterator)
         except StopIteration:
-            self._stateful_loader._pass_ended()
+            self._tracker.end_pass()
             raise
+        self._tracker.receive()
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._iterator)
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["_iterator"], name)
 
 
-class _SingleProcessIter(_Tracking, _torch_loader._SingleProcessDataLoaderIter):
-    def __init__(self, loader: "DataLoader") -> None:
-        self._setup_tracking(loader)
-        super().__init__(loader)
-
-    def _dispatch_key(self):
-        return None
-
-    def _next_data_tracked(self):
-        data = _torch_loader._SingleProcessDataLoaderIter._next_data(self)
-        self._received(None)
-        return data
-
-
-class _MultiProcessingIter(_Tracking, _torch_loader._MultiProcessingDataLoaderIter):
-    def __init__(self, loader: "DataLoader") -> None:
-        self._setup_tracking(loader)
-        super().__init__(loader)
-
-    def _reset(self, loader, first_iter: bool = False) -> None:
-        if not first_iter:  # persistent workers: a new pass on the same iterator
-            self._setup_tracking(loader)
-        super()._reset(loader, first_iter)
-
-    def _dispatch_key(self):
-        return self._send_idx  # the task number this batch is sent as
-
-    def _process_data(self, data):
-        self._received(self._rcvd_idx)  # the task number being returned
-        return super()._process_data(data)
-
-    def _next_data_tracked(self):
-        return _torch_loader._MultiProcessingDataLoaderIter._next_data(self)
-
-
-class DataLoader(torch.utils.data.DataLoader):
+class DataLoader(torch.utils.data.DataLoader[_T_co]):
     """``torch.utils.data.DataLoader`` (a subclass, same arguments) with ``state_dict()`` and
     ``load_state_dict()`` that count what the training loop received, whatever ``num_workers``,
     ``prefetch_factor``, ``persistent_workers`` or ``pin_memory``: a checkpoint taken after the
@@ -107,18 +175,21 @@ class DataLoader(torch.utils.data.DataLoader):
     distsampler.data.DistributedIterableDataset. Other samplers are resumed by drawing and
     discarding the batches already received, which is exact for deterministic samplers only.
     ``sampler.state_dict()`` of a package sampler read by this loader is exact too.
+    ``in_order=False`` (torch >= 2.6) with workers is refused: batches would reach the loop in
+    another order than their indices were drawn, and no checkpoint could name what it received.
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._pending_skip = 0     # batches to discard at the next pass (stateless samplers)
-        self._received = 0         # batches the loop received in the current pass
-        self._foreign_state = None  # a foreign sampler's state at the last received batch
-        iterable = getattr(self.dataset, "_distsampler_iterable", False)
-        if iterable:
-            self.dataset._check_loader(self)
-
-    # ---- what the state is -----------------------------------------------------------------
+        if self.num_workers > 0 and getattr(self, "in_order", True) is False:
+            raise ValueError("in_order = False is not supported by distsampler.data.DataLoader: "
+                             "batches out of order cannot be matched to the positions a "
+                             "checkpoint records; allowed: in_order=True")
+        adapter = self.dataset if getattr(self.dataset, "_distsampler_iterable", False) else None
+        if adapter is not None:
+            adapter._check_loader(self)
+        self._tracker = _Tracker(self._source(), adapter,
+                                 1 if self.batch_size is None else self.batch_size)
 
     def _source(self):
         """The object whose state is the loader's: the batch sampler the user passed, else the
@@ -130,76 +201,42 @@ class DataLoader(torch.utils.data.DataLoader):
             and self.batch_sampler.sampler is self.sampler)
         return self.batch_sampler if user_batch_sampler else self.sampler
 
-    def _iterable_adapter(self):
-        if getattr(self.dataset, "_distsampler_iterable", False):
-            return self.dataset
-        return None
-
-    def _begin_pass(self) -> None:
-        self._received = 0
-        adapter = self._iterable_adapter()
-        if adapter is not None:
-            adapter._start_pass_for_loader()
-
-    def _snapshot(self):
-        source = self._source()
-        if isinstance(source, PassSampler):
-            live: Optional[Pass] = source._live
-            if live is None:
-                return None
-            if not live.tracked:
-                live.tracked, live.trained = True, 0
-            return live, live.count
-        if source is not None and hasattr(source, "state_dict"):
-            return source.state_dict()
-        return None
-
-    def _deliver(self, snapshot) -> None:
-        self._received += 1
-        adapter = self._iterable_adapter()
-        if adapter is not None:
-            adapter._received_batches(self._received,
-                                      1 if self.batch_size is None else self.batch_size)
-        elif isinstance(snapshot, tuple):
-            live, count = snapshot
-            live.trained = count
-        elif snapshot is not None:
-            self._foreign_state = snapshot
-
-    def _pass_ended(self) -> None:
-        adapter = self._iterable_adapter()
-        source = self._source()
-        if adapter is not None:
-            adapter._pass_ended()
-        elif isinstance(source, PassSampler) and source._live is not None:
-            source._live.trained = source._live.count
-        self._received = 0
-        self._foreign_state = None
-
-    def _holds_iterator(self) -> bool:
-        return self.persistent_workers and self.num_workers > 0
+    @property
+    def _index_sampler(self):
+        index_sampler = super()._index_sampler
+        tracker = self.__dict__.get("_tracker")
+        return index_sampler if tracker is None else _DispatchingSampler(index_sampler, tracker)
 
     def _get_iterator(self):
-        if self.num_workers == 0:
-            return _SingleProcessIter(self)
-        self.check_worker_number_rationality()
-        return _MultiProcessingIter(self)
+        # torch's multi-process iterator calls iter() on the index sampler in its constructor and
+        # again in its first _reset: one pass.
+        tracker = self._tracker
+        tracker.opening, tracker.opened = True, False
+        try:
+            return super()._get_iterator()
+        finally:
+            tracker.opening = False
+
+    def __iter__(self):
+        return _Receiving(super().__iter__(), self._tracker)
 
     # ---- checkpoints -------------------------------------------------------------------------
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"version", "sampler" or "dataset", "batches"}``: the sampler's (or the iterable
         dataset's) state as of the last batch the loop received, and how many batches of the
-        current pass that is. The same on every rank for the package's samplers, so rank 0 can
-        save it."""
-        state: Dict[str, Any] = {"version": LOADER_STATE_VERSION, "batches": self._received}
-        adapter, source = self._iterable_adapter(), self._source()
-        if adapter is not None:
-            state["dataset"] = adapter.state_dict()
+        current pass that is (counting those before a resume). The same on every rank for the
+        package's samplers, so rank 0 can save it. Right after load_state_dict it is the loaded
+        state."""
+        tracker = self._tracker
+        state: Dict[str, Any] = {"version": LOADER_STATE_VERSION, "batches": tracker.batches}
+        source = tracker.source
+        if tracker.adapter is not None:
+            state["dataset"] = tracker.adapter.state_dict()
         elif isinstance(source, PassSampler):
             state["sampler"] = source.state_dict()
         elif source is not None and hasattr(source, "state_dict"):
-            state["sampler"] = (self._foreign_state if self._foreign_state is not None
+            state["sampler"] = (tracker.foreign_state if tracker.foreign_state is not None
                                 else source.state_dict())
         return state
 
@@ -213,18 +250,21 @@ class DataLoader(torch.utils.data.DataLoader):
         batches = state.get("batches")
         if type(batches) is not int or batches < 0:
             raise ValueError(f"state batches = {batches!r} is out of range; allowed: an int >= 0")
-        adapter, source = self._iterable_adapter(), self._source()
-        if adapter is not None:
+        tracker = self._tracker
+        source: Optional[Any] = tracker.source
+        stateful = source is not None and hasattr(source, "load_state_dict")
+        if tracker.adapter is not None:
             if "dataset" not in state:
                 raise ValueError("state has no 'dataset' entry: it was not saved by a DataLoader "
                                  "over a DistributedIterableDataset")
-            adapter.load_state_dict(state["dataset"])
-        elif source is not None and hasattr(source, "load_state_dict"):
+            tracker.adapter.load_state_dict(state["dataset"])
+        elif stateful:
             if "sampler" not in state:
                 raise ValueError("state has no 'sampler' entry: it was saved by a DataLoader "
                                  "whose sampler has no state")
             source.load_state_dict(state["sampler"])
-        else:
-            self._pending_skip = batches
-        self._received = 0
-        self._foreign_state = None
+        tracker.snapshots.clear()
+        tracker.received, tracker.base, tracker.resumed, tracker.skipping = 0, batches, batches, 0
+        tracker.skip = 0 if stateful or tracker.adapter is not None else batches
+        tracker.foreign_state = state.get("sampler") if stateful and not isinstance(
+            source, PassSampler) else None

@@ -3,22 +3,23 @@
 A *pass* is one iteration over a sampler. Its epoch and its start position are decided when it
 starts producing (the first ``next()``), never when ``iter()`` is called: a DataLoader with
 workers calls ``iter()`` on its sampler more than once per epoch, and only the iterator it reads
-from counts. ``auto_epoch`` counts passes that produced.
+from counts.
 
 Every sampler here reads global positions ``start + rank + j * num_replicas`` of an epoch's
 stream (partition.h's rule), so its checkpoint is (epoch, consumed): the job read global
 positions [0, consumed) of that epoch, all ranks together. The same state resumes on any number
 of ranks.
 
-What a pass has *yielded* and what training has *received* differ when a DataLoader with
-workers fetches ahead: distsampler.data.DataLoader reports what the loop received (the pass is
-then "tracked"); a pass read by a plain torch DataLoader with workers is flagged, and a
-checkpoint of it warns.
+The protocol with loaders is torchdata's ``Stateful``: ``state_dict()`` describes what the
+sampler has *handed out*, so a loader that snapshots it as each batch's indices are dispatched
+(torchdata's StatefulDataLoader, distsampler.data.DataLoader) and keeps the snapshot of the last
+batch the loop received checkpoints exactly, whatever its workers fetch ahead.
+distsampler.data.DataLoader also reports receipts back (``Pass.receive``), so that the sampler's
+own ``state_dict()`` counts what the loop received while that loader reads it.
 """
 import itertools
 import json
 import operator
-import sys
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -95,19 +96,19 @@ class Pass:
     """One pass: epoch, global start position, the global positions one item advances
     (num_replicas), and how many items the rank reads. ``count`` is what was handed out (the
     chunks before the current one, plus what was taken from the current list iterator, which
-    knows how much of it is left); ``trained`` is what a tracking DataLoader delivered."""
+    knows how much of it is left); ``received`` is what a distsampler DataLoader reported the
+    loop received, once it reports (``tracked``)."""
 
     __slots__ = ("epoch", "start", "stride", "total", "_before", "_chunk", "_chunk_size",
-                 "tracked", "trained", "prefetched")
+                 "tracked", "received")
 
     def __init__(self, epoch: int, start: int, stride: int, total: int) -> None:
         self.epoch, self.start, self.stride, self.total = epoch, start, stride, total
         self._before = 0
         self._chunk: Iterator[Any] = iter(())
         self._chunk_size = 0
-        self.tracked = False    # a distsampler DataLoader reports what the loop received
-        self.trained = 0        # ... namely this many items
-        self.prefetched = None  # a plain torch DataLoader with workers reads it (its name)
+        self.tracked = False  # a distsampler DataLoader reports what the loop received
+        self.received = 0     # ... namely this many items
 
     @property
     def count(self) -> int:
@@ -115,7 +116,7 @@ class Pass:
 
     @property
     def taken(self) -> int:
-        return self.trained if self.tracked else self.count
+        return self.received if self.tracked else self.count
 
     @property
     def position(self) -> int:
@@ -125,29 +126,14 @@ class Pass:
     def finished(self) -> bool:
         return self.taken >= self.total
 
+    def receive(self, count: int) -> None:
+        """A distsampler DataLoader: the loop received the items handed out up to `count`."""
+        self.tracked, self.received = True, count
+
     def next_chunk(self, items) -> Iterator[Any]:
         self._before += self._chunk_size
         self._chunk, self._chunk_size = iter(items), len(items)
         return self._chunk
-
-
-def _plain_loader_with_workers() -> Optional[str]:
-    """Whether the pass now starting is read by torch's multi-process DataLoader iterator that
-    does not report what the loop received (a few frames up: the BatchSampler, _next_index,
-    _try_put_index). Looked at once per pass."""
-    from torch.utils.data import dataloader
-    frame = sys._getframe(2)
-    for _ in range(8):
-        if frame is None:
-            return None
-        owner = frame.f_locals.get("self")
-        if isinstance(owner, dataloader._MultiProcessingDataLoaderIter):
-            if getattr(owner, "_distsampler_tracks", False):
-                return None
-            return (f"a torch DataLoader with num_workers={owner._num_workers} and "
-                    f"prefetch_factor={owner._prefetch_factor}")
-        frame = frame.f_back
-    return None
 
 
 def describe_by_rank(per_rank: List[Dict[str, Any]]) -> str:
@@ -234,6 +220,10 @@ class PassSampler:
         epoch a loaded state is in keeps the state's position; setting the epoch of the pass in
         progress leaves its checkpoint where the pass stands."""
         epoch = checked_epoch(epoch)
+        live = self._live
+        if (not self._explicit and live is not None and live.epoch == epoch
+                and not live.finished):
+            return  # that epoch's pass is in progress (a loader may start it before this call)
         if epoch != self._epoch:
             self._resume_at = 0
         self._epoch = epoch
@@ -260,23 +250,33 @@ class PassSampler:
                 "build a new sampler for the new dataset")
         self._before_first_pass()
         epoch, start = self._epoch, self._resume_at
-        if self._auto_epoch and not self._explicit:
-            if epoch == EPOCH_MAX:
-                raise ValueError("epoch = 2^64 - 1 cannot advance; call set_epoch")
-            epoch, start = epoch + 1, 0
-            if not self._warned:
-                self._warned = True
-                warnings.warn(
-                    f"{type(self).__name__} iterated again without a set_epoch() call: advancing "
-                    f"to epoch {epoch} so this pass gets a new order (PyTorch's sampler would "
-                    f"repeat epoch {epoch - 1}'s order). Call sampler.set_epoch(epoch) before "
-                    f"each epoch, or pass auto_epoch=False for PyTorch's behaviour. Shown once "
-                    f"per sampler.", UserWarning, stacklevel=4)
+        if not self._explicit:  # no set_epoch or load_state_dict since the previous pass
+            if self._auto_epoch:
+                if epoch == EPOCH_MAX:
+                    raise ValueError("epoch = 2^64 - 1 cannot advance; call set_epoch")
+                epoch, start = epoch + 1, 0
+                self._warn_once(
+                    f"{type(self).__name__} iterated again without a set_epoch() call: "
+                    f"auto_epoch=True advances to epoch {epoch} so this pass gets a new order. "
+                    "Every rank must iterate the sampler the same number of times, or the ranks "
+                    "read different epochs and their shares overlap; calling "
+                    "sampler.set_epoch(epoch) before each epoch avoids that. Shown once per "
+                    "sampler.")
+            elif self._shuffled():
+                self._warn_once(
+                    f"{type(self).__name__} iterated again without a set_epoch() call: this pass "
+                    f"replays epoch {epoch}'s order, as PyTorch's DistributedSampler does. Call "
+                    "sampler.set_epoch(epoch) before each epoch to get a new order (or pass "
+                    "auto_epoch=True to advance automatically). Shown once per sampler.")
         chunks = self._chunks(epoch, start)
         live = Pass(epoch, start, self.num_replicas, self._remaining(start))
-        live.prefetched = _plain_loader_with_workers()
         self._epoch, self._explicit, self._resume_at, self._live = epoch, False, 0, live
         return live, chunks
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(message, UserWarning, stacklevel=5)
 
     # Hooks with defaults.
     def _before_first_pass(self) -> None:
@@ -284,6 +284,10 @@ class PassSampler:
 
     def _dataset_size(self) -> Optional[Tuple[int, int]]:
         return None
+
+    def _shuffled(self) -> bool:
+        """Whether replaying an epoch repeats a shuffled order (the replay warning's condition)."""
+        return bool(getattr(self, "shuffle", True))
 
     def __len__(self) -> int:
         """Items of the pass in progress, or of the next one: after load_state_dict, what the
@@ -304,24 +308,15 @@ class PassSampler:
         # once) keeps that pass's position; after a finished pass it means a new pass of e.
         if live is not None and (not self._explicit
                                  or (live.epoch == self._epoch and not live.finished)):
-            if live.prefetched and not live.tracked and not live.finished:
-                warnings.warn(
-                    f"{type(self).__name__}.state_dict(): this pass is read by "
-                    f"{live.prefetched}, which fetches batches ahead of the training loop, so "
-                    f"the position counts the {live.count} indices this rank handed out, not "
-                    "what was trained: resuming from it skips the prefetched samples. Use "
-                    "distsampler.data.DataLoader (a torch DataLoader subclass) and its "
-                    "state_dict(), which counts what the loop received.",
-                    UserWarning, stacklevel=3)
             return live.epoch, live.position
         return self._epoch, self._resume_at
 
     def _apply_position(self, epoch: int, consumed: int) -> None:
-        """Makes the next pass resume (epoch, consumed): a complete epoch reads as a finished
-        pass, so state_dict() gives it back and auto_epoch moves on."""
-        complete = self._remaining(consumed) == 0
-        self._epoch, self._resume_at, self._explicit = epoch, consumed, not complete
-        self._live = Pass(epoch, consumed, self.num_replicas, 0) if complete else None
+        """Makes the next pass resume (epoch, consumed), as set_epoch does: a complete epoch's
+        next pass is empty (the rest of it), and the pass after that replays or advances. A
+        loader that loads the state when its pass starts (torchdata's, after the loop's
+        set_epoch) then reads the rest of the epoch, not a replay of it."""
+        self._epoch, self._resume_at, self._explicit, self._live = epoch, consumed, True, None
 
     def state_dict(self) -> Dict[str, Any]:
         """A plain dict that resumes this sampler where it stands, on any number of ranks:

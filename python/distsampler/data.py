@@ -49,7 +49,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
 
     def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
+                 drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = False,
                  randperm: str = "auto", check_agreement: bool = True,
                  process_group=None, feistel_version: int = 2) -> None:
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
@@ -108,17 +108,17 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
 
     def _start_pass_for_loader(self) -> None:
         live, _ = self._start_pass()
-        live.tracked, live.trained = True, 0
+        live.receive(0)
         self._publish(live.epoch, live.start, True)
 
     def _received_batches(self, batches: int, per_batch: int) -> None:
         live = self._live
         if live is not None:
-            live.trained = min(batches * per_batch, live.total)
+            live.receive(min(batches * per_batch, live.total))
 
     def _pass_ended(self) -> None:
         if self._live is not None:
-            self._live.trained = self._live.total
+            self._live.receive(self._live.total)
 
     def set_epoch(self, epoch: int) -> None:
         PassSampler.set_epoch(self, epoch)
@@ -140,7 +140,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
             self._shared[2] = 0
             return epoch, start, None
         live, _ = self._start_pass()  # used alone in the main process: a pass of its own,
-        live.tracked = True        # counted as it is read
+        live.receive(0)            # counted as it is read
         return live.epoch, live.start, live
 
     def __iter__(self) -> Iterator[Any]:
@@ -152,7 +152,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         for first in range(worker * size, total, workers * size):
             for position in range(first, min(first + size, total)):
                 if own is not None:
-                    own.trained += 1
+                    own.received += 1
                 yield self.dataset[view[position]]
 
     def __len__(self) -> int:

@@ -5,9 +5,10 @@ bucketed, shard-aware, and a wrapper that distributes any deterministic sampler.
 
 Every sampler here follows ``torch.utils.data.DistributedSampler``'s conventions:
 ``num_replicas``/``rank`` default to the process group's, ``set_epoch(e)`` picks the epoch,
-``len()`` is this rank's count, and (``auto_epoch=True``, as ``distsampler.torch``) a pass
-started without a ``set_epoch`` call since the previous one advances the epoch by one and warns
-once. A pass's epoch is decided at its first ``next()``, so DataLoader workers (which call
+``len()`` is this rank's count, and, as in ``distsampler.torch``, a pass started without a
+``set_epoch`` call since the previous one replays its epoch (a shuffled sampler warns once) or,
+with ``auto_epoch=True``, advances the epoch by one (and warns once). A pass's epoch is
+decided at its first ``next()``, so DataLoader workers (which call
 ``iter()`` twice) change nothing. Every sampler has ``state_dict()``/``load_state_dict()``: the
 epoch and the global position consumed, resumable on any number of ranks (every stream here is
 the same for every world size), and read exactly through distsampler.data.DataLoader. The
@@ -133,7 +134,7 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
 
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = False, seed: int = 0, *, padded: bool = False,
-                 with_mask: bool = False, order: str = "torch", auto_epoch: bool = True,
+                 with_mask: bool = False, order: str = "torch", auto_epoch: bool = False,
                  randperm: str = "auto", check_agreement: bool = True,
                  process_group=None, feistel_version: int = 2) -> None:
         self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
@@ -233,7 +234,7 @@ class WeightedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
 
     def __init__(self, weights: Sequence[float], num_samples: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
-                 drop_last: bool = False, *, dataset=None, auto_epoch: bool = True,
+                 drop_last: bool = False, *, dataset=None, auto_epoch: bool = False,
                  check_agreement: bool = True, process_group=None) -> None:
         self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
         if isinstance(weights, torch.Tensor):
@@ -295,7 +296,7 @@ class BlendedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
 
     def __init__(self, datasets, weights: Sequence[float], samples_per_epoch: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
-                 drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = True,
+                 drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = False,
                  check_agreement: bool = True, process_group=None) -> None:
         self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
         sizes = [_uint("sizes", d) if isinstance(d, (int, np.integer)) else len(d)
@@ -401,7 +402,7 @@ class DistributedBatchSampler(_BatchSamplerBase):
 
     def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = True,
+                 drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = False,
                  randperm: str = "auto", check_agreement: bool = True,
                  process_group=None, feistel_version: int = 2) -> None:
         super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
@@ -447,7 +448,7 @@ class BucketedBatchSampler(_BatchSamplerBase):
     def __init__(self, lengths: Sequence[int], batch_size: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, window_batches: int = 64,
-                 auto_epoch: bool = True, check_agreement: bool = True,
+                 auto_epoch: bool = False, check_agreement: bool = True,
                  process_group=None) -> None:
         super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
                          process_group)
@@ -512,7 +513,7 @@ class ShardedDistributedSampler(_OrderSampler):
 
     def __init__(self, shard_sizes: Sequence[int], num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, seed: int = 0, drop_last: bool = False, *,
-                 window: int = 4, auto_epoch: bool = True, check_agreement: bool = True,
+                 window: int = 4, auto_epoch: bool = False, check_agreement: bool = True,
                  process_group=None) -> None:
         super().__init__(num_replicas, rank, drop_last, auto_epoch, check_agreement,
                          process_group)
@@ -542,7 +543,7 @@ class DistributedSamplerWrapper(_OrderSampler):
     the epoch auto_epoch advances to. Holds one epoch of the wrapped sampler's output."""
 
     def __init__(self, sampler, num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 drop_last: bool = False, *, auto_epoch: bool = True,
+                 drop_last: bool = False, *, auto_epoch: bool = False,
                  check_agreement: bool = True, process_group=None) -> None:
         super().__init__(num_replicas, rank, drop_last, auto_epoch, check_agreement,
                          process_group)

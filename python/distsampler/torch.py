@@ -3,12 +3,14 @@
     from distsampler.torch import DistributedSampler
 
 gives PyTorch's indices bit for bit (``order="torch"``, the default, with ``set_epoch`` called
-each epoch). The differences:
+each epoch), and PyTorch's behaviour when ``set_epoch`` is forgotten: the next pass replays the
+previous epoch's order, with a warning naming ``set_epoch`` (shown once per shuffled sampler).
+The differences:
 
-* ``auto_epoch=True``: iterating again without a ``set_epoch`` call advances the epoch by one
-  (and warns once), where PyTorch silently repeats the previous epoch's order. Every rank advances
-  the same way, so ranks stay consistent. An explicit ``set_epoch(e)`` always wins.
-  ``auto_epoch=False`` is PyTorch's behaviour, repeated order included.
+* ``auto_epoch=True`` (opt-in): iterating again without a ``set_epoch`` call advances the epoch
+  by one (and warns once). Its hazard: every rank must iterate the sampler the same number of
+  times (a rank that iterates it once more, say for a log line, reads another epoch than the
+  others and the shares overlap). An explicit ``set_epoch(e)`` always wins.
 * ``state_dict()`` / ``load_state_dict()`` capture the epoch and the position within it, so a
   training loop resumes mid-epoch without replaying data, on any number of ranks (the elastic
   rule: a job of W' ranks resumes at the global position the old one reached).
@@ -76,8 +78,10 @@ class DistributedSampler(CoreArgs, PassSampler,
         feistel_version: with ``order="feistel"``: ``2`` (the default; uniform on a statistical
             battery, docs/quality.md) or ``1`` (the order of releases before it, bit for bit,
             e.g. to resume their checkpoints). Ignored by the torch order.
-        auto_epoch: advance the epoch by one when a pass starts without a ``set_epoch`` call
-            since the previous one (warns once). ``False`` reproduces PyTorch exactly.
+        auto_epoch: ``False`` (the default) is PyTorch's behaviour: a pass started without a
+            ``set_epoch`` call since the previous one replays its epoch (a shuffled sampler warns
+            once, naming ``set_epoch``). ``True`` advances the epoch by one instead (warns once);
+            every rank must then iterate the sampler the same number of times.
         randperm: which ``torch.randperm`` algorithm the torch order reproduces for datasets of
             214,748,364 items or more: ``"classic"`` (PyTorch <= 2.5), ``"current"`` (newer), or
             ``"auto"`` (the installed torch's). Smaller datasets are unaffected.
@@ -109,7 +113,7 @@ class DistributedSampler(CoreArgs, PassSampler,
 
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
-                 order: str = "torch", auto_epoch: bool = True, randperm: str = "auto",
+                 order: str = "torch", auto_epoch: bool = False, randperm: str = "auto",
                  check_agreement: bool = True, process_group=None, prefetch: bool = True,
                  node_shared: bool = False, feistel_version: int = 2) -> None:
         # PyTorch's checks and messages, in PyTorch's order.
@@ -288,8 +292,8 @@ class DistributedSampler(CoreArgs, PassSampler,
         pass yields this rank's share of the global positions of the state's epoch not yet
         consumed (the elastic rule), none when it is complete, and ``len()`` is that count.
         Calling set_epoch with that same epoch keeps the position; another epoch starts from its
-        beginning. With auto_epoch, a complete state without a set_epoch call reads as a
-        finished pass: the next one advances to the following epoch.
+        beginning. A complete state's next pass is empty (the rest of its epoch); the pass after
+        that, without a set_epoch call, replays the epoch or, with auto_epoch, advances.
 
         Raises ValueError, changing nothing, when the state is malformed, corrupt (its checksum
         fails, or a readable entry disagrees with the checksummed state) or was saved under

@@ -26,23 +26,32 @@ def Indices(size: int = N) -> loader_helpers.Indices:
 
 
 # name -> a function building the sampler (a new one each call, same configuration).
+# auto_epoch=True where a test counts on it; the drop-in's default is tested as torch-no-auto.
 SAMPLERS = {
     "torch": lambda: DistributedSampler(Indices(), W, RANK, seed=4, auto_epoch=True),
     "torch-no-auto": lambda: DistributedSampler(Indices(), W, RANK, seed=4, auto_epoch=False),
-    "feistel": lambda: DistributedSampler(Indices(), W, RANK, seed=4, order="feistel"),
-    "eval-uneven": lambda: DistributedEvalSampler(Indices(), W, RANK, shuffle=True, seed=2),
-    "eval-padded": lambda: DistributedEvalSampler(Indices(), W, RANK, padded=True),
-    "weighted": lambda: WeightedDistributedSampler([1.0 + i % 5 for i in range(N)], 50, W, RANK),
-    "blended": lambda: BlendedDistributedSampler([20, N - 20], [0.3, 0.7], 45, W, RANK, seed=1),
-    "sharded": lambda: ShardedDistributedSampler([10, 9, 8, 10], W, RANK, seed=5, window=2),
+    "feistel": lambda: DistributedSampler(Indices(), W, RANK, seed=4, order="feistel",
+                                          auto_epoch=True),
+    "eval-uneven": lambda: DistributedEvalSampler(Indices(), W, RANK, shuffle=True, seed=2,
+                                                  auto_epoch=True),
+    "eval-padded": lambda: DistributedEvalSampler(Indices(), W, RANK, padded=True,
+                                                  auto_epoch=True),
+    "weighted": lambda: WeightedDistributedSampler([1.0 + i % 5 for i in range(N)], 50, W, RANK,
+                                                   auto_epoch=True),
+    "blended": lambda: BlendedDistributedSampler([20, N - 20], [0.3, 0.7], 45, W, RANK, seed=1,
+                                                 auto_epoch=True),
+    "sharded": lambda: ShardedDistributedSampler([10, 9, 8, 10], W, RANK, seed=5, window=2,
+                                                 auto_epoch=True),
     "wrapper": lambda: DistributedSamplerWrapper(
-        tud.RandomSampler(range(N), generator=torch.Generator().manual_seed(0)), W, RANK),
+        tud.RandomSampler(range(N), generator=torch.Generator().manual_seed(0)), W, RANK,
+        auto_epoch=True),
 }
 BATCH_SAMPLERS = {
-    "batches": lambda: DistributedBatchSampler(Indices(), 4, W, RANK, seed=3),
-    "batches-drop-last": lambda: DistributedBatchSampler(Indices(), 4, W, RANK, drop_last=True),
+    "batches": lambda: DistributedBatchSampler(Indices(), 4, W, RANK, seed=3, auto_epoch=True),
+    "batches-drop-last": lambda: DistributedBatchSampler(Indices(), 4, W, RANK, drop_last=True,
+                                                         auto_epoch=True),
     "bucketed": lambda: BucketedBatchSampler([(7 * i) % 11 for i in range(N)], 4, W, RANK,
-                                             seed=9, window_batches=2),
+                                             seed=9, window_batches=2, auto_epoch=True),
 }
 # (num_workers, persistent_workers, prefetch_factor, pin_memory): every worker count with
 # persistence on and off, both prefetch factors, pinning on and off.
@@ -180,5 +189,5 @@ def test_iter_without_next_changes_nothing():
     assert sampler.epoch == 0 and list(sampler) == expected_passes(SAMPLERS["torch"])[0]
     for _ in range(3):
         iter(sampler)
-    with pytest.warns(UserWarning, match="set_epoch"):
-        assert list(sampler) == expected_passes(SAMPLERS["torch"])[1]
+    with pytest.warns(UserWarning, match="replays epoch 0.*set_epoch"):
+        assert list(sampler) == expected_passes(SAMPLERS["torch"])[0]

@@ -76,13 +76,30 @@ def units(batches, is_batch):
     return flat(batches)
 
 
+def stateful_loader(kind, name, sampler, **kwargs):
+    """distsampler.data.DataLoader, or torchdata's StatefulDataLoader over the same sampler."""
+    if kind == "distsampler":
+        return loader(name, sampler, **kwargs)
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    if SAMPLERS[name][1]:
+        return stateful.StatefulDataLoader(Indices(), batch_sampler=sampler, **kwargs)
+    return stateful.StatefulDataLoader(Indices(), sampler=sampler,
+                                       batch_size=kwargs.pop("batch_size", 8), **kwargs)
+
+
 @pytest.mark.parametrize("trial", range(6))
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
-def test_a_loader_checkpoint_with_workers_resumes_exactly_on_another_world_size(name, trial):
+@pytest.mark.parametrize("kind", ["distsampler", "torchdata"])
+def test_a_loader_checkpoint_with_workers_resumes_exactly_on_another_world_size(kind, name,
+                                                                                trial):
     """W ranks, each a DataLoader with 2 workers and prefetch 2, stop after k batches; the
     checkpoint of rank 0 resumes on W' ranks. Position by position, every global position of
     the epoch is read once: before the cut by rank r at its j-th item, position r + j W; after
-    it by rank r' at its j-th item, C + r' + j W'."""
+    it by rank r' at its j-th item, C + r' + j W'. kind: our DataLoader, or torchdata's
+    StatefulDataLoader checkpointing our samplers through their state_dict (the Stateful
+    protocol), which snapshots them as each batch is dispatched."""
+    if kind == "torchdata" and trial >= 3:
+        pytest.skip("three trials suffice for torchdata's loader")
     rng = random.Random(f"{name}-{trial}")
     factory, is_batch = SAMPLERS[name]
     world, world_after = rng.choice([1, 2, 3, 4]), rng.choice([1, 2, 3, 5])
@@ -93,7 +110,7 @@ def test_a_loader_checkpoint_with_workers_resumes_exactly_on_another_world_size(
     steps = None
     for rank in range(world):
         sampler = factory(world, rank)
-        dl = loader(name, sampler, num_workers=2, prefetch_factor=2)
+        dl = stateful_loader(kind, name, sampler, num_workers=2, prefetch_factor=2)
         sampler.set_epoch(epoch)
         total = len(dl)
         steps = rng.randrange(total + 1) if steps is None else steps
@@ -101,21 +118,26 @@ def test_a_loader_checkpoint_with_workers_resumes_exactly_on_another_world_size(
         for j, item in enumerate(units([next(iterator) for _ in range(steps)], is_batch)):
             read.setdefault(rank + j * world, []).append(item)
         states.append(dl.state_dict())
-        # The sampler's own checkpoint agrees with the loader's: exact too.
-        assert sampler.state_dict() == states[-1]["sampler"]
+        if kind == "distsampler":
+            # The sampler's own checkpoint agrees with the loader's: exact too.
+            assert sampler.state_dict() == states[-1]["sampler"]
         del iterator
-    assert all(state == states[0] for state in states)  # the same on every rank
-    consumed = states[0]["sampler"]["consumed"]
-    assert consumed == steps * world * (1 if is_batch else 8) or (
-        steps == total and consumed >= len(stream))
+    if kind == "distsampler":
+        assert all(state == states[0] for state in states)  # the same on every rank
+        consumed = states[0]["sampler"]["consumed"]
+        assert consumed == steps * world * (1 if is_batch else 8) or (
+            steps == total and consumed >= len(stream))
+    else:
+        consumed = min(steps * world * (1 if is_batch else 8), len(stream) + world)
     for rank in range(world_after):
         sampler = factory(world_after, rank)
-        dl = loader(name, sampler, num_workers=2, prefetch_factor=2, persistent_workers=True)
+        dl = stateful_loader(kind, name, sampler, num_workers=2, prefetch_factor=2,
+                             persistent_workers=True)
         dl.load_state_dict(copy.deepcopy(states[0]))
         sampler.set_epoch(epoch)  # the loop's usual call keeps the loaded position
-        expected = len(sampler)
+        expected = len(sampler) if kind == "distsampler" else None  # torchdata loads at iter()
         rest = units(list(dl), is_batch)
-        assert len(rest) == expected
+        assert expected is None or len(rest) == expected
         for j, item in enumerate(rest):
             read.setdefault(consumed + rank + j * world_after, []).append(item)
     stream = [tuple(item) if is_batch else item for item in stream]
@@ -135,21 +157,21 @@ def test_a_loader_checkpoint_with_workers_resumes_exactly_on_another_world_size(
     assert real == set(range(size)) or not padded
 
 
-def test_a_plain_sampler_read_by_a_torch_loader_with_workers_warns_at_checkpoint():
+def test_a_sampler_state_counts_what_it_handed_out_and_the_loader_what_the_loop_received():
+    """The Stateful protocol: read by a plain torch DataLoader with workers (which fetches
+    ahead), the sampler's state counts the indices it handed out; read by
+    distsampler.data.DataLoader it counts what the loop received, as the loader's does."""
     sampler = DistributedSampler(Indices(), 2, 0)
     iterator = iter(tud.DataLoader(Indices(), sampler=sampler, batch_size=4, num_workers=2))
     next(iterator)
-    with pytest.warns(UserWarning, match="prefetch_factor=2.*distsampler.data.DataLoader"):
-        state = sampler.state_dict()
-    assert state["consumed"] > 4 * 2  # what it handed out: ahead of the one batch received
+    assert sampler.state_dict()["consumed"] > 4 * 2  # ahead of the one batch received
     del iterator
-    # Read at the loop's pace (no workers), it is exact and silent.
     sampler = DistributedSampler(Indices(), 2, 0)
-    iterator = iter(tud.DataLoader(Indices(), sampler=sampler, batch_size=4))
+    dl = DataLoader(Indices(), sampler=sampler, batch_size=4, num_workers=2)
+    iterator = iter(dl)
     next(iterator)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert sampler.state_dict()["consumed"] == 8
+    assert sampler.state_dict()["consumed"] == dl.state_dict()["sampler"]["consumed"] == 8
+    del iterator
 
 
 def test_a_foreign_sampler_with_state_and_a_stateless_one_resume_at_the_received_batch():
@@ -371,9 +393,16 @@ def test_the_iterable_adapter_reads_the_share_in_order_across_workers(workers, p
             for epoch in range(3):
                 adapter.set_epoch(epoch)
                 assert flat(dl) == reference.indices(epoch).tolist()
-        # Without set_epoch the loader advances the epoch itself (and warns once).
-        with pytest.warns(UserWarning, match="set_epoch"):
-            assert flat(dl) == reference.indices(3).tolist()
+        # Without set_epoch the pass replays the epoch, as PyTorch's sampler would (and warns);
+        # with auto_epoch=True the loader advances the epoch itself, workers included.
+        with pytest.warns(UserWarning, match="replays epoch 2.*set_epoch"):
+            assert flat(dl) == reference.indices(2).tolist()
+        adapter = DistributedIterableDataset(Indices(), 4, world, rank, seed=8, auto_epoch=True)
+        dl = DataLoader(adapter, batch_size=4, num_workers=workers,
+                        persistent_workers=persistent)
+        assert flat(dl) == reference.indices(0).tolist()
+        with pytest.warns(UserWarning, match="advances to epoch 1"):
+            assert flat(dl) == reference.indices(1).tolist()
 
 
 @pytest.mark.parametrize("trial", range(4))
@@ -426,3 +455,123 @@ def test_a_loaded_state_resumes_through_a_plain_torch_loader_with_workers(batch_
     rest = flat(tud.DataLoader(Indices(100), sampler=sampler, batch_size=batch_size,
                                num_workers=2))
     assert head + rest == donor.indices(0).tolist()
+
+
+# ---- Defects that PyTorch's and torchdata's own DataLoader tests found (issue 19) ---------------
+
+def test_a_loader_held_only_by_its_iterator_with_persistent_workers_reads_its_data():
+    """Defect 1: a loader nothing else holds, with persistent workers, raised ReferenceError at
+    the first batch (its iterator held it through a weak proxy)."""
+    assert flat(DataLoader(Indices(20), batch_size=4, num_workers=1,
+                           persistent_workers=True)) == list(range(20))
+    iterator = iter(DataLoader(Indices(20), sampler=DistributedSampler(Indices(20), 2, 1),
+                               batch_size=3, num_workers=2, persistent_workers=True))
+    assert flat(iterator) == list(DistributedSampler(Indices(20), 2, 1))
+
+
+@pytest.mark.parametrize("source", ["drop-in", "foreign", "stateless"])
+def test_a_state_taken_right_after_a_resume_is_the_loaded_state(source):
+    """Defect 2: state_dict() right after load_state_dict(), before any batch, returned
+    {"batches": 0, ...}: a checkpoint taken right after a resume rewound."""
+    def make():
+        if source == "drop-in":
+            sampler = DistributedSampler(Indices(40), 1, 0, shuffle=False)
+            return DataLoader(Indices(40), sampler=sampler, batch_size=4, num_workers=2)
+        if source == "foreign":
+            return DataLoader(Indices(40), sampler=CountingSampler(40), batch_size=4,
+                              num_workers=2)
+        return DataLoader(Indices(40), batch_size=4, num_workers=2)
+
+    first = make()
+    iterator = iter(first)
+    for _ in range(3):
+        next(iterator)
+    state = first.state_dict()
+    del iterator
+    assert state["batches"] == 3
+    resumed = make()
+    resumed.load_state_dict(copy.deepcopy(state))
+    assert resumed.state_dict() == state
+    assert flat(resumed) == list(range(12, 40))
+
+
+class CountingSampler(tud.Sampler):
+    """torchdata's protocol on a foreign sampler: state_dict/load_state_dict."""
+
+    def __init__(self, size):
+        self.size, self.start, self.yielded = size, 0, 0
+
+    def __len__(self):
+        return self.size - self.start
+
+    def __iter__(self):
+        start, self.start, self.yielded = self.start, 0, 0
+        for index in range(start, self.size):
+            self.yielded = index + 1
+            yield index
+
+    def state_dict(self):
+        return {"yielded": self.yielded}
+
+    def load_state_dict(self, state):
+        self.start = state["yielded"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stateless_sampler_resumed_twice_reads_each_batch_once(workers):
+    """Defect 3: with a sampler without state (replayed on resume), save after 3 batches,
+    resume, take 2, save, resume again: the job read [0, 1, 2, 3, 4, 2, 3, 4, ...]."""
+    read = []
+    dl = DataLoader(Indices(30), batch_size=1, num_workers=workers)
+    iterator = iter(dl)
+    read += flat(next(iterator) for _ in range(3))
+    state = dl.state_dict()
+    del iterator
+    dl = DataLoader(Indices(30), batch_size=1, num_workers=workers)
+    dl.load_state_dict(state)
+    iterator = iter(dl)
+    read += flat(next(iterator) for _ in range(2))
+    state = dl.state_dict()
+    assert state["batches"] == 5
+    del iterator
+    dl = DataLoader(Indices(30), batch_size=1, num_workers=workers)
+    dl.load_state_dict(state)
+    read += flat(dl)
+    assert read == list(range(30))
+    assert dl.state_dict()["batches"] == 0  # the pass ended: the next one starts afresh
+
+
+def test_the_loader_is_generic_like_torchs():
+    """Defect 4: DataLoader[List[Tensor]] raised 'is not a generic class'."""
+    from typing import List
+    alias = DataLoader[List[torch.Tensor]]
+    assert flat(alias(Indices(5), batch_size=2)) == list(range(5))
+
+
+def test_in_order_false_with_workers_is_refused_in_one_line():
+    if "in_order" not in inspect.signature(tud.DataLoader.__init__).parameters:
+        pytest.skip(f"torch {torch.__version__}'s DataLoader has no in_order")
+    with pytest.raises(ValueError, match=r"^in_order = False is not supported .*allowed: "
+                                         r"in_order=True$"):
+        DataLoader(Indices(10), batch_size=2, num_workers=2, in_order=False)
+    # One process reads in order anyway.
+    assert flat(DataLoader(Indices(10), batch_size=2, in_order=False)) == list(range(10))
+
+
+def test_a_loader_resumed_in_the_middle_of_an_epoch_with_persistent_workers_then_goes_on():
+    """A resumed pass, then the next epochs on the same persistent workers: each epoch's share
+    is PyTorch's."""
+    sampler = DistributedSampler(Indices(), 2, 1, seed=4)
+    dl = DataLoader(Indices(), sampler=sampler, batch_size=5, num_workers=2,
+                    persistent_workers=True)
+    first = DataLoader(Indices(), sampler=DistributedSampler(Indices(), 2, 1, seed=4),
+                       batch_size=5)
+    iterator = iter(first)
+    head = flat([next(iterator), next(iterator)])
+    dl.load_state_dict(first.state_dict())
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        torch_sampler = TorchDistributedSampler(Indices(), 2, 1, seed=4)
+        torch_sampler.set_epoch(epoch)
+        got = flat(dl)
+        assert (head + got if epoch == 0 else got) == list(torch_sampler)

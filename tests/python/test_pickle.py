@@ -38,7 +38,7 @@ def test_copy_yields_what_the_original_yields(how, which):
     clone = COPIES[how](original)
     assert type(clone) is type(original) and len(clone) == len(original)
     assert list(clone) == list(original)
-    with warnings.catch_warnings():  # auto_epoch advances both the same way
+    with warnings.catch_warnings():  # both replay the epoch the same way (and warn)
         warnings.simplefilter("ignore")
         assert list(clone) == list(original)
 

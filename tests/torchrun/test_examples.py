@@ -82,8 +82,8 @@ def test_experiment1_set_epoch(nproc):
     stdout = torchrun(nproc, "experiment1_set_epoch.py")
     batches, _ = parse(stdout)
     expected_variants = {"torch-forgot-set-epoch": (0, 0), "torch-set-epoch": (0, 1),
-                         "distsampler-forgot-set-epoch": (0, 1),
-                         "distsampler-auto-epoch-off": (0, 0)}
+                         "distsampler-forgot-set-epoch": (0, 0),
+                         "distsampler-auto-epoch": (0, 1)}
     assert {key[0] for key in batches} == set(expected_variants)
     for variant, epochs in expected_variants.items():
         for rank in range(nproc):
@@ -94,12 +94,17 @@ def test_experiment1_set_epoch(nproc):
         for epoch in (0, 1):  # the ranks together read every item once
             read = sorted(i for r in range(nproc) for b in batches[(variant, r, epoch)] for i in b)
             assert read == list(range(16))
-    # Forgetting set_epoch: PyTorch repeats epoch 0, distsampler advances.
+    # Forgetting set_epoch: PyTorch and ours repeat epoch 0 (ours warns); auto_epoch advances.
     assert batches[("torch-forgot-set-epoch", 0, 1)] == batches[("torch-forgot-set-epoch", 0, 0)]
-    assert batches[("distsampler-forgot-set-epoch", 0, 1)] != \
+    assert batches[("distsampler-forgot-set-epoch", 0, 1)] == \
         batches[("distsampler-forgot-set-epoch", 0, 0)]
-    warnings = [line for line in stdout.splitlines() if line.startswith("exp1 warning:")]
-    assert len(warnings) == 1 and "UserWarning" in warnings[0] and "set_epoch" in warnings[0]
+    assert batches[("distsampler-auto-epoch", 0, 1)] != batches[("distsampler-auto-epoch", 0, 0)]
+    for variant, says in (("distsampler-forgot-set-epoch", "replays epoch 0's order"),
+                          ("distsampler-auto-epoch", "advances to epoch 1")):
+        warnings = [line for line in stdout.splitlines()
+                    if line.startswith(f"exp1 warning: {variant} ")]
+        assert len(warnings) == 1, warnings
+        assert "UserWarning" in warnings[0] and "set_epoch" in warnings[0] and says in warnings[0]
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
