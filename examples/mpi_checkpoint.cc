@@ -1,8 +1,8 @@
 // A synchronous data-parallel "training" loop under MPI that checkpoints and resumes on any
 // number of ranks: the pattern to copy, and the program the kill-and-resume tests run.
 //
-//   mpirun -np 4 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --run 0
-//   (killed)  mpirun -np 3 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --run 1
+//   mpirun -np 4 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --attempt 0
+//   (killed)  mpirun -np 3 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --attempt 1
 //
 // Every step each rank takes a batch from its view, then all ranks meet in an all-reduce (the
 // gradient exchange). Every --checkpoint-every steps rank 0 saves the sampler state (epoch,
@@ -106,7 +106,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(kAtLeastOne);
   app.add_option("--checkpoint", f.checkpoint, "the checkpoint file; resumed from when it exists");
   app.add_option("--log-dir", f.log_dir, "directory of the logs");
-  app.add_option("--run", f.run, "this run's name in the logs' names");
+  app.add_option("--attempt", f.run, "this run's name in the logs' names");
   app.add_option("--kill-rank", f.kill_rank, "this rank SIGKILLs itself before --kill-step")
       ->transform(kDecimal)
       ->default_str("none");
@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
   app.footer(
       "Each rank appends what it consumed to LOG_DIR/run<RUN>.rank<r>.log; rank 0 writes "
       "LOG_DIR/run<RUN>.start.\n"
-      "Run: mpirun -np 4 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --run 0");
+      "Run: mpirun -np 4 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --attempt 0");
   add_flags(app, flags);
   const int stop = parse_on_every_rank(app, argc, argv, rank);
   if (stop >= 0) {

@@ -5,7 +5,7 @@ examples/mpi_checkpoint.cc, writing the same logs.
 
     PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run --nproc_per_node=4 \\
         --redirects 2 --tee 2 examples/torch_checkpoint.py --checkpoint ckpt.pt --log-dir logs
-    (killed; later, on 3 processes, the same command with --nproc_per_node=3 --run 1)
+    (killed; later, on 3 processes, the same command with --nproc_per_node=3 --attempt 1)
 
 Each step every rank takes a batch from a DataLoader over the sampler (num_workers=0, so the
 sampler hands out exactly what training took), then all ranks meet in an all-reduce (the
@@ -55,7 +55,7 @@ def parse_args():
     p.add_argument("--checkpoint-every", type=int, default=5)
     p.add_argument("--checkpoint", default="checkpoint.pt")
     p.add_argument("--log-dir", default=".")
-    p.add_argument("--run", default="0")
+    p.add_argument("--attempt", default="0", help="this run's number in the logs' names")
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-step", type=int, default=-1)
     p.add_argument("--rank-seed", default=None, help="R=S: rank R uses seed S")
@@ -83,9 +83,9 @@ def train(args, rank, world):
         sampler.load_state_dict(state)  # saved by any number of ranks
         start_epoch, consumed = state["epoch"], state["consumed"]
     if rank == 0:
-        with open(os.path.join(args.log_dir, f"run{args.run}.start"), "w") as f:
+        with open(os.path.join(args.log_dir, f"run{args.attempt}.start"), "w") as f:
             f.write(f"{start_epoch} {consumed} {world}\n")
-    log = open(os.path.join(args.log_dir, f"run{args.run}.rank{rank}.log"), "w")
+    log = open(os.path.join(args.log_dir, f"run{args.attempt}.rank{rank}.log"), "w")
     step = 0
     for epoch in range(start_epoch, args.epochs):
         sampler.set_epoch(epoch)  # the loaded epoch keeps its position; later ones start at 0

@@ -5,12 +5,14 @@ program the workers kill-and-resume test runs (tests/dist/torchrun_kill_resume_w
     PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run --nproc_per_node=3 \\
         --redirects 2 --tee 2 --rdzv_endpoint=localhost:0 examples/torch_checkpoint_workers.py \\
         --sampler blended --checkpoint ckpt.pt --log-dir logs
-    (stopped; later, on 2 processes, the same command with --nproc_per_node=2 --run 1)
+    (stopped; later, on 2 processes, the same command with --nproc_per_node=2 --attempt 1)
 
 The loader is distsampler.data.DataLoader (torch's DataLoader, same arguments, plus
-state_dict/load_state_dict) with --num-workers workers fetching --prefetch-factor batches ahead.
-Its state_dict() counts the batches the training loop received, not what the workers fetched,
-so a checkpoint taken after k batches resumes at batch k+1, on any world size. The state is the
+state_dict/load_state_dict) with --num-workers workers fetching --prefetch-factor batches ahead,
+or with --loader torchdata torchdata's StatefulDataLoader over the same samplers (they are
+torchdata Stateful objects). Its state_dict() counts the batches the training loop received, not
+what the workers fetched, so a checkpoint taken after k batches resumes at batch k+1, on any
+world size. The state is the
 same on every rank: rank 0 saves {"loader", "model", "optimizer"} every --checkpoint-every steps
 and at each epoch's end, atomically (torch.save to a temporary name, then os.replace).
 
@@ -36,6 +38,7 @@ from this run's start), as a crash would. --rank-checkpoint R=PATH makes rank R 
 instead: every rank then stops with CheckpointMismatch before the first batch.
 """
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -106,6 +109,26 @@ def make_loader_parts(args, num_replicas, rank):
     raise ValueError(f"--sampler {kind!r}")
 
 
+def loader_class(name):
+    """distsampler.data.DataLoader, or torchdata's StatefulDataLoader (--loader torchdata)."""
+    if name == "torchdata":
+        return importlib.import_module("torchdata.stateful_dataloader").StatefulDataLoader
+    return DataLoader
+
+
+def sampler_position(loader_state):
+    """The sampler's state ({"epoch", "consumed", ...}) inside a loader's state_dict(): ours
+    keeps it under "sampler"; torchdata's nests it in its snapshot of the batch sampler."""
+    if isinstance(loader_state, dict):
+        if "epoch" in loader_state and "consumed" in loader_state:
+            return loader_state
+        for value in loader_state.values():
+            found = sampler_position(value)
+            if found is not None:
+                return found
+    return None
+
+
 def make_model():
     torch.manual_seed(0)  # the same initial weights on every rank
     return torch.nn.Linear(4, 1)
@@ -120,6 +143,7 @@ def features(indices):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--loader", default="distsampler", choices=["distsampler", "torchdata"])
     p.add_argument("--sampler", default="distributed",
                    choices=["distributed", "blended", "weighted", "bucketed"])
     p.add_argument("--size", type=int, default=1000, help="samples in the dataset(s)")
@@ -136,7 +160,7 @@ def parse_args(argv=None):
     p.add_argument("--checkpoint-every", type=int, default=5)
     p.add_argument("--checkpoint", default="checkpoint.pt")
     p.add_argument("--log-dir", default=".")
-    p.add_argument("--run", default="0")
+    p.add_argument("--attempt", default="0", help="this run's number in the logs' names")
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-step", type=int, default=-1)
     p.add_argument("--rank-checkpoint", default=None, help="R=PATH: rank R loads PATH")
@@ -164,10 +188,11 @@ def train(args, rank, world):
     options = dict(num_workers=args.num_workers, persistent_workers=args.persistent_workers)
     if args.num_workers:
         options["prefetch_factor"] = args.prefetch_factor
+    make_loader = loader_class(args.loader)
     if batched:
-        loader = DataLoader(dataset, batch_sampler=sampler, **options)
+        loader = make_loader(dataset, batch_sampler=sampler, **options)
     else:
-        loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, **options)
+        loader = make_loader(dataset, batch_size=args.batch_size, sampler=sampler, **options)
     model = make_model()
     path = checkpoint_path(args, rank)
     checkpoint = torch.load(path) if os.path.exists(path) else None
@@ -179,19 +204,22 @@ def train(args, rank, world):
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     if checkpoint is not None:
         optimizer.load_state_dict(checkpoint["optimizer"])
-    position = loader.state_dict()["sampler"]
+    # Where this run starts (the loader's own state_dict() would do too, but torchdata's
+    # starts its workers, and the pass, when asked before the first iter()).
+    position = sampler_position(checkpoint["loader"] if checkpoint else sampler.state_dict())
     if rank == 0:
-        with open(os.path.join(args.log_dir, f"run{args.run}.start"), "w") as f:
+        with open(os.path.join(args.log_dir, f"run{args.attempt}.start"), "w") as f:
             f.write(f"{position['epoch']} {position['consumed']} {world}\n")
-    log = open(os.path.join(args.log_dir, f"run{args.run}.rank{rank}.log"), "w")
+    log = open(os.path.join(args.log_dir, f"run{args.attempt}.rank{rank}.log"), "w")
     step = 0
     for epoch in range(position["epoch"], args.epochs):
         sampler.set_epoch(epoch)  # the loaded epoch keeps its position; later ones start at 0
-        start = loader.state_dict()["sampler"]["consumed"]  # where this pass starts
+        start = position["consumed"] if epoch == position["epoch"] else 0  # this pass's start
         for b, batch in enumerate(loader):
             if rank == args.kill_rank and step == args.kill_step:
                 os.kill(os.getpid(), signal.SIGKILL)
-            consumed = loader.state_dict()["sampler"]["consumed"]  # a checkpoint now resumes here
+            # A checkpoint taken now resumes here.
+            consumed = sampler_position(loader.state_dict())["consumed"]
             log.write(f"{epoch} {start} {world} {rank} {b} {consumed} "
                       + " ".join(str(int(i)) for i in batch) + "\n")
             log.flush()

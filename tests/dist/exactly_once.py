@@ -165,7 +165,7 @@ def kill_and_resume(launch, read_checkpoint, rng, work, worlds, size, seed, orde
     across the kills. launch(world, extra_args) runs the job's program and returns a
     CompletedProcess; read_checkpoint(ckpt) gives (epoch, consumed); the program takes
     --size/--seed/--order/--batch/--epochs/--checkpoint/--log-dir/--checkpoint-every/--drop-last,
-    --run and --kill-rank/--kill-step (mpi_checkpoint.cc, torch_checkpoint.py)."""
+    --attempt and --kill-rank/--kill-step (mpi_checkpoint.cc, torch_checkpoint.py)."""
     batch, epochs = rng.randint(1, 4), 2
     ckpt = os.path.join(work, "ckpt")
     common = ["--size", str(size), "--seed", str(seed), "--order", order, "--batch", str(batch),
@@ -175,7 +175,7 @@ def kill_and_resume(launch, read_checkpoint, rng, work, worlds, size, seed, orde
           f"worlds {worlds}", flush=True)
     runs = 0
     for k, world in enumerate(worlds):
-        args = common + ["--run", str(k)]
+        args = common + ["--attempt", str(k)]
         epoch, consumed = read_checkpoint(ckpt) if os.path.exists(ckpt) else (0, 0)
         steps = planned_steps(size, world, batch, epochs, epoch, consumed, drop_last)
         killed = k + 1 < len(worlds) and steps >= 2

@@ -8,8 +8,10 @@ position after each batch equal to what the loop received. Then ranks loading mi
 checkpoints (3 processes): every rank stops, naming the field.
 
 usage: torchrun_kill_resume_workers.py DISTSAMPLER_CLI PYTHON_PACKAGE_DIR [SEED] [--kinds K,...]
+                                       [--loader distsampler|torchdata]
 K: distributed, blended, weighted, bucketed, mismatch (default: all). The random choices
-come from SEED (default: time-based) and are printed for reproduction.
+come from SEED (default: time-based) and are printed for reproduction. --loader torchdata runs
+the same jobs through torchdata's StatefulDataLoader checkpointing our samplers.
 """
 
 import argparse
@@ -35,7 +37,7 @@ def torchrun(nproc, args, package_dir, logs, timeout=150):
     # localhost:0: the rendezvous takes a free port. --redirects/--tee 2: Debian's torchrun
     # crashes with the default 0 (see examples/run_demos.sh); per-rank stderr goes to `logs`.
     env = dict(os.environ, PYTHONPATH=package_dir, OMP_NUM_THREADS="1")
-    cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=1",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
            f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
            "--redirects", "2", "--tee", "2", "--log_dir", logs, EXAMPLE] + args
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -50,7 +52,7 @@ def example():
 def read_position(path):
     """(epoch, consumed) of the loader state in a checkpoint of the example."""
     import torch
-    state = torch.load(path)["loader"]["sampler"]
+    state = example().sampler_position(torch.load(path)["loader"])
     return state["epoch"], state["consumed"]
 
 
@@ -107,7 +109,7 @@ def planned_steps(length, world, epoch, consumed, drop_last, per_batch):
     return steps
 
 
-def kill_and_resume(kind, cli, package_dir, rng, work):
+def kill_and_resume(kind, cli, package_dir, rng, work, loader):
     """One job of three runs on world sizes 1, 2, 3 in a random order; the first two SIGKILL a
     random rank at a random step. Returns a one-line summary."""
     ex = example()
@@ -118,7 +120,7 @@ def kill_and_resume(kind, cli, package_dir, rng, work):
     order = rng.choice(["torch", "feistel"])
     ckpt = os.path.join(work, "ckpt.pt")
     args = ex.parse_args([
-        "--sampler", kind, "--size", str(size), "--samples-per-epoch", str(per_epoch),
+        "--loader", loader, "--sampler", kind, "--size", str(size), "--samples-per-epoch", str(per_epoch),
         "--seed", str(rng.randint(0, 999)), "--order", order, "--batch-size", str(BATCH),
         "--num-workers", str(WORKERS), "--prefetch-factor", str(PREFETCH),
         "--epochs", str(EPOCHS), "--checkpoint-every", str(rng.randint(1, 3)),
@@ -136,7 +138,7 @@ def kill_and_resume(kind, cli, package_dir, rng, work):
     for k, world in enumerate(worlds):
         epoch, consumed = read_position(ckpt) if os.path.exists(ckpt) else (0, 0)
         steps = planned_steps(length, world, epoch, consumed, drop_last, per_batch)
-        argv = _argv(args, run=str(k))
+        argv = _argv(args, attempt=str(k))
         where = f"    run {k}: {world} ranks from epoch {epoch} consumed {consumed}, "
         killed = k + 1 < len(worlds)
         if killed:
@@ -256,12 +258,15 @@ def main():
     p.add_argument("package_dir")
     p.add_argument("seed", type=int, nargs="?", default=int(time.time()))
     p.add_argument("--kinds", default=",".join(KINDS + ["mismatch"]))
+    p.add_argument("--loader", default="distsampler", choices=["distsampler", "torchdata"],
+                   help="the example's --loader: ours, or torchdata's StatefulDataLoader")
     args = p.parse_args()
     cli, package_dir, seed, kinds = args.cli, args.package_dir, args.seed, args.kinds.split(",")
     unknown = set(kinds) - set(KINDS + ["mismatch"])
     assert not unknown, f"--kinds: unknown {sorted(unknown)}"
+    assert args.loader == "distsampler" or "mismatch" not in kinds, "mismatch: our loader only"
     sys.path.insert(0, package_dir)
-    print(f"seed {seed} kinds {','.join(kinds)}", flush=True)
+    print(f"seed {seed} kinds {','.join(kinds)} loader {args.loader}", flush=True)
     rng = random.Random(seed)
     summary = []
     for kind in kinds:
@@ -271,13 +276,14 @@ def main():
             if kind == "mismatch":
                 summary.append(mismatch(package_dir, work))
             else:
-                summary.append(kill_and_resume(kind, cli, package_dir, rng, work))
+                summary.append(kill_and_resume(kind, cli, package_dir, rng, work, args.loader))
         except BaseException:
             print(f"  (logs kept in {work})", flush=True)
             raise
         shutil.rmtree(work)
         summary[-1] += f" ({time.time() - began:.0f} s)"
-    print("torchrun kill-and-resume with DataLoader workers:\n" + "\n".join(summary))
+    print(f"torchrun kill-and-resume with DataLoader workers ({args.loader}):\n"
+          + "\n".join(summary))
 
 
 if __name__ == "__main__":
