@@ -107,7 +107,10 @@ TEST(TorchRandperm, MatchesTheGoldenDigestsAtLargerSizes) {
 }
 
 TEST(TorchRandperm, ClassicEqualsTheTextbookAlgorithm) {
-  for (uint64_t n : {0, 1, 2, 3, 7, 100, 511, 512, 513, 1025, 100000}) {
+  // 1023 to 1025, 2047 to 2049, 1280 and 2304: the edges of the blocks of targets and of
+  // the prefetch distance (256).
+  for (uint64_t n : {0, 1, 2, 3, 7, 100, 256, 257, 511, 512, 513, 1023, 1024, 1025, 1280, 2047,
+                     2048, 2049, 2304, 100000}) {
     for (uint64_t seed : {uint64_t{0}, uint64_t{77}, UINT64_MAX}) {
       std::vector<uint64_t> ours(n);
       detail::randperm_classic(n, seed, ours.data());
@@ -117,7 +120,8 @@ TEST(TorchRandperm, ClassicEqualsTheTextbookAlgorithm) {
 }
 
 TEST(TorchRandperm, InsideOutEqualsTheTextbookAlgorithm) {
-  for (uint64_t n : {0, 1, 2, 3, 7, 100, 511, 512, 513, 1025, 100000}) {
+  for (uint64_t n : {0, 1, 2, 3, 7, 100, 256, 257, 511, 512, 513, 1023, 1024, 1025, 1280, 2047,
+                     2048, 2049, 2304, 100000}) {
     for (uint64_t seed : {uint64_t{0}, uint64_t{77}, UINT64_MAX}) {
       std::vector<uint64_t> ours(n);
       detail::randperm_inside_out(n, seed, ours.data());
