@@ -28,6 +28,8 @@ from ._passes import (CoreArgs, PassSampler, check_feistel_version, check_order,
 
 __all__ = ["DataLoader", "DistributedIterableDataset"]
 
+_ITERATOR_STATE_VERSION = 1
+
 
 class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
     """A map-style ``dataset`` as an IterableDataset for data-parallel training: this rank's
@@ -145,15 +147,80 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         epoch, start, own = self._pass_to_read()
-        view = self._core.epoch(epoch, min(start, self._size))
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-        total, size = len(view), self.batch_size
-        for first in range(worker * size, total, workers * size):
-            for position in range(first, min(first + size, total)):
-                if own is not None:
-                    own.received += 1
-                yield self.dataset[view[position]]
+        return _WorkerShare(self, epoch, start, worker, workers, own)
+
+    def state_dict(self) -> Optional[Dict[str, Any]]:
+        """The adapter's state (PassSampler.state_dict) in the main process. In a DataLoader
+        worker None: there the iterator holds the worker's state (torchdata's
+        StatefulDataLoader saves each worker's iterator state)."""
+        if get_worker_info() is not None:
+            return None
+        return PassSampler.state_dict(self)
 
     def __len__(self) -> int:
         return PassSampler.__len__(self)
+
+
+class _WorkerShare:
+    """What one DataLoader worker (or the main process) reads of a pass: batches w, w + K, ...
+    of the rank's share, item by item. torchdata's Stateful: ``state_dict()`` is the pass and
+    the items this worker yielded, so torchdata's StatefulDataLoader, which keeps each worker's
+    iterator state, resumes each worker where it stood (same world size, rank and
+    ``num_workers``; distsampler.data.DataLoader resumes on any world size)."""
+
+    def __init__(self, adapter: DistributedIterableDataset, epoch: int, start: int, worker: int,
+                 workers: int, own) -> None:
+        self._adapter, self._worker, self._workers, self._own = adapter, worker, workers, own
+        self._seek(epoch, start, 0)
+
+    def _seek(self, epoch: int, start: int, yielded: int) -> None:
+        adapter = self._adapter
+        self._view = adapter._core.epoch(epoch, min(start, adapter._size))
+        self._epoch, self._start, self._yielded = epoch, start, yielded
+        self._total = len(self._view)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        size = self._adapter.batch_size
+        batch, within = divmod(self._yielded, size)
+        position = (batch * self._workers + self._worker) * size + within
+        if position >= self._total:
+            raise StopIteration
+        self._yielded += 1
+        if self._own is not None:
+            self._own.received += 1
+        return self._adapter.dataset[self._view[position]]
+
+    def _where(self) -> Dict[str, Any]:
+        adapter = self._adapter
+        return {"num_replicas": adapter.num_replicas, "rank": adapter.rank,
+                "worker": self._worker, "num_workers": self._workers,
+                "config": adapter._config()}
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"version": _ITERATOR_STATE_VERSION, "epoch": self._epoch, "start": self._start,
+                "yielded": self._yielded, **self._where()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continues where a worker of the same rank, world size and num_workers stood; raises
+        ValueError naming the field otherwise, changing nothing."""
+        if not isinstance(state, dict) or state.get("version") != _ITERATOR_STATE_VERSION:
+            raise ValueError(f"iterator state must be a DistributedIterableDataset iterator's "
+                             f"state_dict() of version {_ITERATOR_STATE_VERSION}, not "
+                             f"{state!r:.200}")
+        for key, mine in self._where().items():
+            if state.get(key) != mine:
+                raise ValueError(
+                    f"iterator state {key} = {state.get(key)!r} but this worker's {key} = "
+                    f"{mine!r}: a worker's state resumes on the same world size, rank and "
+                    "num_workers (distsampler.data.DataLoader resumes on any world size)")
+        fields = [(key, state.get(key)) for key in ("epoch", "start", "yielded")]
+        for key, value in fields:
+            if type(value) is not int or not 0 <= value < 2**64:
+                raise ValueError(f"iterator state {key} = {value!r} is out of range; allowed: "
+                                 "an int in [0, 2^64 - 1]")
+        self._seek(*(value for _, value in fields))

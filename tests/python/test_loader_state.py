@@ -575,3 +575,31 @@ def test_a_loader_resumed_in_the_middle_of_an_epoch_with_persistent_workers_then
         torch_sampler.set_epoch(epoch)
         got = flat(dl)
         assert (head + got if epoch == 0 else got) == list(torch_sampler)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdatas_loader_resumes_the_iterable_adapter_per_worker(workers):
+    """torchdata's StatefulDataLoader keeps each worker's iterator state: the adapter's iterator
+    is Stateful, so each rank resumes exactly (same world size, rank and workers); a state of
+    another rank is refused, naming the field."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    world, epoch = 2, 3
+    states = []
+    for rank in range(world):
+        def make():
+            adapter = DistributedIterableDataset(Indices(), 4, world, rank, seed=5)
+            adapter.set_epoch(epoch)
+            return stateful.StatefulDataLoader(adapter, batch_size=4, num_workers=workers)
+        share = DistributedSampler(Indices(), world, rank, seed=5).indices(epoch).tolist()
+        dl = make()
+        iterator = iter(dl)
+        head = flat(next(iterator) for _ in range(5))
+        states.append(dl.state_dict())
+        del iterator
+        resumed = make()
+        resumed.load_state_dict(copy.deepcopy(states[-1]))
+        assert head + flat(resumed) == share
+    wrong = make()  # rank 1's loader, rank 0's state
+    wrong.load_state_dict(states[0])
+    with pytest.raises(ValueError, match="rank = 0 but this worker's rank = 1"):
+        list(wrong)
