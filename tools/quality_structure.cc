@@ -653,16 +653,12 @@ StructureReport run_structure(bool long_mode, const Fill& reference) {
        false},
       {"multiply round, 6 rounds (audited v2)", model(RoundKind::kMultiply, 6), true, false},
   };
-  // Version 1 for comparison (its known flaws are the classic battery's): the long mode only.
-  if (long_mode) {
-    gens.push_back({"v1 (8 rounds)", library(FeistelPermutation::kVersion1, 0), false, false});
-  }
   struct Plan {
     uint64_t n;
     int keys;
   };
   const std::vector<Plan> plans =
-      long_mode ? std::vector<Plan>{{131073, 40}, {1000003, 6}, {3000017, 2}, {10000000, 1}}
+      long_mode ? std::vector<Plan>{{131073, 30}, {1000003, 4}, {3000017, 1}, {10000000, 1}}
                 : std::vector<Plan>{{131073, 10}, {1000003, 1}};
   // Every (size, generator) on its own thread, the largest sizes first.
   const int threads = long_mode ? 4 : 2;
@@ -722,7 +718,7 @@ StructureReport run_structure(bool long_mode, const Fill& reference) {
 
   // Rounds: the library's version 2 at each round count, worst |z| over every statistic.
   const std::vector<Plan> sweep_plans =
-      long_mode ? std::vector<Plan>{{131073, 20}, {1000003, 2}} : std::vector<Plan>{};
+      long_mode ? std::vector<Plan>{{131073, 20}, {1000003, 1}} : std::vector<Plan>{};
   const int max_rounds = def;
   std::vector<std::vector<double>> sweep(sweep_plans.size(), std::vector<double>(max_rounds));
   parallel_for(sweep_plans.size() * max_rounds, threads, [&](size_t job) {
@@ -744,7 +740,7 @@ StructureReport run_structure(bool long_mode, const Fill& reference) {
   };
   std::vector<double> chosen_worst(chosen.size());
   const uint64_t search_n = 131073;
-  const int search_keys = long_mode ? 300 : 30;
+  const int search_keys = long_mode ? 200 : 30;
   Search search_default, search_multiply8;
   parallel_for(chosen.size() + 2, threads, [&](size_t job) {
     if (job == 0) {
