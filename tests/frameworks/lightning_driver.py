@@ -1,0 +1,184 @@
+"""PyTorch Lightning, for real: Trainer(strategy="ddp", devices=2, accelerator="cpu") (gloo) over
+distsampler's sampler and stateful DataLoader, checkpointed mid-epoch and resumed.
+
+    lightning_driver.py [PYTHON]
+
+runs, with PYTHON (default: this interpreter) and the distsampler package on PYTHONPATH, for
+each case ("sampler": DataLoader(sampler=distsampler.torch.DistributedSampler); "batch_sampler":
+DataLoader(batch_sampler=distsampler.policies.DistributedBatchSampler) with
+Trainer(use_distributed_sampler=False)) two Lightning runs of 2 processes each (Lightning launches
+the second process itself by running this script again):
+
+1. 2 epochs, a ModelCheckpoint every STEP training steps (mid-epoch 1), stopped at max_steps =
+   STEP + 2;
+2. the same Trainer resumed with fit(ckpt_path=) from that checkpoint.
+
+Each rank records the dataset indices every training step received. Checked: Lightning kept the
+loader and the sampler (no DistributedSampler of its own), called set_epoch at each epoch start;
+the checkpoint holds the loader's state_dict() (loops.fit_loop.state_dict.combined_loader) at
+STEP's batch; run 1's steps before STEP then run 2's steps are, rank by rank and epoch by epoch,
+PyTorch's DistributedSampler share for the seed (the drop-in), or the batch sampler's own share
+(batch_sampler), and each epoch reads every index once (PyTorch's padding aside); the two steps
+run 1 read after the checkpoint are the first two that run 2 reads. Exit status 0 when all hold.
+
+    lightning_driver.py --worker CASE MODE OUT [CKPT]
+
+is one Lightning run (internal; MODE first or resume), recording into OUT.
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+from shares import check_exactly_once, check_torch_shares, driver_main, joined, load
+
+N, BATCH, SEED, EPOCHS, WORLD = 45, 4, 7, 2, 2
+STEPS_PER_EPOCH = -(-(-(-N // WORLD)) // BATCH)  # 23 indices a rank: 6 batches
+STEP = STEPS_PER_EPOCH + 2                         # the checkpoint: epoch 1, after 2 batches
+WORKERS = int(os.environ.get("DISTSAMPLER_TEST_WORKERS", "0"))
+
+
+def worker(case, mode, out, ckpt=None):
+    import torch
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from distsampler.data import DataLoader
+    from distsampler.policies import DistributedBatchSampler
+    from distsampler.torch import DistributedSampler
+
+    class Indices(torch.utils.data.Dataset):
+        def __len__(self):
+            return N
+
+        def __getitem__(self, index):
+            return torch.tensor([float(index)])
+
+    class Model(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+            self.returned = None
+            self.set_epoch_calls = []
+
+        def record(self, **entry):
+            with open(os.path.join(out, f"{mode}_rank{self.global_rank}.jsonl"), "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+        def train_dataloader(self):
+            dataset = Indices()
+            extra = dict(num_workers=WORKERS, persistent_workers=WORKERS > 0)
+            if case == "sampler":
+                sampler = DistributedSampler(dataset, seed=SEED)
+                loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, **extra)
+                epoch_target = sampler
+            else:
+                sampler = DistributedBatchSampler(dataset, BATCH, seed=SEED)
+                loader = DataLoader(dataset, batch_sampler=sampler, **extra)
+                epoch_target = sampler.sampler  # where Lightning's set_epoch call goes
+            set_epoch = epoch_target.set_epoch
+
+            def recording_set_epoch(epoch):
+                self.set_epoch_calls.append(epoch)
+                set_epoch(epoch)
+            epoch_target.set_epoch = recording_set_epoch
+            self.returned = (loader, sampler)
+            return loader
+
+        def on_train_start(self):
+            loader, sampler = self.returned
+            used = self.trainer.train_dataloader
+            used_sampler = used.sampler if case == "sampler" else used.batch_sampler
+            self.record(kind="start", loader_kept=used is loader,
+                        sampler_kept=used_sampler is sampler,
+                        sampler_type=type(used_sampler).__name__)
+
+        def on_train_epoch_start(self):
+            self.record(kind="epoch", epoch=self.current_epoch,
+                        set_epoch_calls=list(self.set_epoch_calls))
+
+        def training_step(self, batch, batch_idx):
+            self.record(kind="batch", epoch=self.current_epoch, batch_idx=batch_idx,
+                        step=self.global_step, indices=[int(i) for i in batch.view(-1)])
+            return self.layer(batch / N).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    checkpoint = ModelCheckpoint(dirpath=os.path.join(out, "ckpt"), filename="{step}",
+                                 every_n_train_steps=STEP, save_on_train_epoch_end=False,
+                                 save_top_k=-1)
+    trainer = L.Trainer(strategy="ddp", devices=WORLD, accelerator="cpu", max_epochs=EPOCHS,
+                        max_steps=STEP + 2 if mode == "first" else -1,
+                        use_distributed_sampler=case == "sampler", callbacks=[checkpoint],
+                        logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, limit_val_batches=0)
+    trainer.fit(Model(), ckpt_path=ckpt)
+
+
+def check(python, out, case):
+    import torch
+    problems = []
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    me = os.path.abspath(__file__)
+    ckpts = []
+    for mode in ("first", "resume"):
+        command = [python, me, "--worker", case, mode, out] + ckpts[:1]
+        result = subprocess.run(command, env=env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, timeout=300)
+        if result.returncode != 0:
+            return [f"{mode} run: exit status {result.returncode}:\n{result.stdout[-4000:]}"]
+        ckpts = sorted(glob.glob(os.path.join(out, "ckpt", "*.ckpt")))
+        if mode == "first" and [os.path.basename(c) for c in ckpts] != [f"step={STEP}.ckpt"]:
+            return [f"first run left checkpoints {ckpts}, not step={STEP}.ckpt"]
+    first, first_entries = load(out, "first", WORLD)
+    second, second_entries = load(out, "resume", WORLD)
+
+    for entry in first_entries + second_entries:
+        if entry["kind"] == "start" and not (entry["loader_kept"] and entry["sampler_kept"]):
+            problems.append(f"rank {entry['rank']}: Lightning replaced the loader or sampler: "
+                            f"{entry}")
+    # set_epoch: by each epoch's start, Lightning has called it with that epoch.
+    for entry in first_entries + second_entries:
+        if entry["kind"] == "epoch" and entry["set_epoch_calls"][-1:] != [entry["epoch"]]:
+            problems.append(f"rank {entry['rank']}: epoch {entry['epoch']} started after "
+                            f"set_epoch calls {entry['set_epoch_calls']}")
+
+    # The checkpoint holds the loader's state at STEP's batch.
+    state = torch.load(ckpts[0], map_location="cpu", weights_only=False)
+    loader_states = state["loops"]["fit_loop"]["state_dict"].get("combined_loader")
+    want_batches = STEP - STEPS_PER_EPOCH
+    if (not loader_states or loader_states[0].get("batches") != want_batches
+            or "sampler" not in loader_states[0]):
+        problems.append(f"the checkpoint's combined_loader is {loader_states!r:.300}, not the "
+                        f"DataLoader's state after {want_batches} batches of epoch 1")
+
+    # Run 1 before the checkpoint, then run 2: each epoch exactly once, in the expected order.
+    read, more = joined(first, second, STEP)
+    problems += more
+    # The batch sampler deals whole batches: 12 batches of which the last has 1 index, 6 a rank.
+    problems += check_exactly_once(N, WORLD, EPOCHS, read, total=None if case == "sampler" else N)
+    if case == "sampler":
+        problems += check_torch_shares(N, WORLD, SEED, EPOCHS, read)
+    else:
+        from distsampler.policies import DistributedBatchSampler
+        for epoch in range(EPOCHS):
+            for rank in range(WORLD):
+                own = DistributedBatchSampler(range(N), BATCH, num_replicas=WORLD, rank=rank,
+                                              seed=SEED)
+                own.set_epoch(epoch)
+                want = [i for batch in own for i in batch]
+                if read.get((epoch, rank)) != want:
+                    problems.append(f"epoch {epoch} rank {rank}: read {read.get((epoch, rank))}"
+                                    f", the batch sampler's share is {want}")
+    return problems
+
+
+def main():
+    if sys.argv[1:2] == ["--worker"]:
+        worker(*sys.argv[2:])
+        return 0
+    return driver_main(f"lightning (num_workers={WORKERS})", check, ("sampler", "batch_sampler"))
+
+if __name__ == "__main__":
+    sys.exit(main())
