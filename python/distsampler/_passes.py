@@ -158,13 +158,27 @@ def spans_group(num_replicas: int, enabled: bool, group) -> bool:
             and dist.get_world_size(group) == num_replicas)
 
 
+def gather_in_step(call: str, payload: Any, group, mismatch) -> List[Any]:
+    """Collective: every rank's payload, gathered by `call` on every rank. A rank in another of
+    the package's collectives (a rank that skipped load_state_dict, say) makes every rank raise
+    `mismatch` naming the calls and ranks, rather than read the other collective's payload."""
+    gathered: List[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, {"distsampler_call": call, "payload": payload}, group=group)
+    calls = [theirs.get("distsampler_call") if isinstance(theirs, dict) else None
+             for theirs in gathered]
+    if any(theirs != call for theirs in calls):
+        where = describe_by_rank([{"call": theirs or "another collective"} for theirs in calls])
+        raise mismatch(f"the ranks are in different collectives ({where}): every rank must call "
+                       f"{call} (and start its passes) in the same order")
+    return [theirs["payload"] for theirs in gathered]
+
+
 def agree_on_checkpoint(summary: Dict[str, Any], error: Optional[Exception], group) -> None:
     """Collective: every rank gathers every rank's (configuration, epoch, consumed) of the
     checkpoint it loads, or its error, and every rank raises CheckpointMismatch when they differ
     or any rank failed, naming the ranks."""
     mine = {"error": None if error is None else f"{type(error).__name__}: {error}", **summary}
-    gathered: List[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(gathered, mine, group=group)
+    gathered = gather_in_step("load_state_dict", mine, group, CheckpointMismatch)
     failed = [(rank, theirs["error"]) for rank, theirs in enumerate(gathered) if theirs["error"]]
     if failed:
         raise CheckpointMismatch("the checkpoint could not be loaded on every rank, refusing to "
@@ -350,6 +364,9 @@ class PassSampler:
         """(epoch, consumed, configuration text) of a valid state for this sampler."""
         if not isinstance(state, dict):
             raise ValueError(f"state must be a dict from state_dict(), not {type(state).__name__}")
+        if "kind" not in state and "state" in state:
+            raise ValueError(f"state is a distsampler.torch.DistributedSampler's state_dict() "
+                             f"(no 'kind'), not a {type(self).__name__}'s")
         missing = [key for key in ("version", "kind", "epoch", "consumed", "world_size",
                                    "config", "checksum") if key not in state]
         if missing:
@@ -368,9 +385,13 @@ class PassSampler:
         if type(epoch) is not int or not 0 <= epoch <= EPOCH_MAX:
             raise ValueError(f"state epoch = {epoch!r} is out of range; allowed: an int in "
                              "[0, 2^64 - 1]")
-        if type(consumed) is not int or consumed < 0:
-            raise ValueError(f"state consumed = {consumed!r} is out of range; allowed: an int "
-                             ">= 0")
+        if type(consumed) is not int or not 0 <= consumed <= EPOCH_MAX:
+            raise ValueError(f"state consumed = {consumed!r} is out of range; allowed: an int in "
+                             "[0, 2^64 - 1]")
+        world_size = state["world_size"]
+        if type(world_size) is not int or not 1 <= world_size <= EPOCH_MAX:
+            raise ValueError(f"state world_size = {world_size!r} is out of range; allowed: an int "
+                             "in [1, 2^64 - 1]")
         mine = self._config()
         differing = [key for key in sorted(set(mine) | set(state["config"]))
                      if state["config"].get(key) != mine.get(key)]

@@ -38,8 +38,8 @@ import torch.utils.data.distributed
 
 from . import _core
 from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_feistel_version,
-                      check_order, check_uint64, checked_epoch, fill_chunks, randperm_variant,
-                      spans_group)
+                      check_order, check_uint64, checked_epoch, fill_chunks, gather_in_step,
+                      randperm_variant, spans_group)
 from ._loader import DataLoader
 
 __all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
@@ -217,8 +217,7 @@ class DistributedSampler(CoreArgs, PassSampler,
         calls it once per sampler when ``check_agreement`` is set and ``torch.distributed`` is
         initialized."""
         mine = _core.encode_state(_core.make_state(self._core, 0, 0))
-        gathered = [None] * dist.get_world_size(group)
-        dist.all_gather_object(gathered, mine, group=group)
+        gathered = gather_in_step("check_configuration", mine, group, ConfigurationMismatch)
         message = _core.describe_disagreement(
             [_core.decode_state(theirs).config for theirs in gathered])
         if message:
@@ -271,6 +270,9 @@ class DistributedSampler(CoreArgs, PassSampler,
     def _parse_state(self, state) -> Tuple[int, int, str]:
         if not isinstance(state, dict):
             raise ValueError(f"state must be a dict from state_dict(), not {type(state).__name__}")
+        if isinstance(state.get("kind"), str):
+            raise ValueError(f"state kind = {state['kind']!r}: a {state['kind']}'s state_dict(), "
+                             "not a DistributedSampler's")
         version = state.get("version")
         if type(version) is int and version == 1:
             core_state = self._from_version_1(state)

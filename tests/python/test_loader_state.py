@@ -20,7 +20,7 @@ from distsampler.policies import (BlendedDistributedSampler, BucketedBatchSample
                                   DistributedBatchSampler, DistributedEvalSampler,
                                   DistributedSamplerWrapper, ShardedDistributedSampler,
                                   WeightedDistributedSampler)
-from distsampler.torch import CheckpointMismatch, DistributedSampler
+from distsampler.torch import CheckpointMismatch, ConfigurationMismatch, DistributedSampler
 
 N = 103
 
@@ -308,8 +308,11 @@ def test_a_lightning_style_replacement_leaves_the_sampler_in_place():
 # ---- ranks loading different checkpoints, with the collective faked ----
 
 class FakeGroup:
-    def __init__(self, monkeypatch, world, others):
-        self.world, self.others = world, others
+    """A process group of `world` ranks in this process: rank r's payload of a collective is
+    others(r, this rank's payload); call(r, this rank's call) the collective rank r is in."""
+
+    def __init__(self, monkeypatch, world, others, call=lambda rank, call: call):
+        self.world, self.others, self.call = world, others, call
         monkeypatch.setattr(dist, "is_available", lambda: True)
         monkeypatch.setattr(dist, "is_initialized", lambda: True)
         monkeypatch.setattr(dist, "get_world_size", lambda group=None: world)
@@ -317,7 +320,8 @@ class FakeGroup:
 
     def all_gather_object(self, out, obj, group=None):
         for r in range(self.world):
-            out[r] = self.others(r, obj)
+            out[r] = {"distsampler_call": self.call(r, obj["distsampler_call"]),
+                      "payload": self.others(r, obj["payload"])}
 
 
 @pytest.mark.parametrize("name", ["torch", "blended", "bucketed"])
@@ -603,3 +607,52 @@ def test_torchdatas_loader_resumes_the_iterable_adapter_per_worker(workers):
     wrong.load_state_dict(states[0])
     with pytest.raises(ValueError, match="rank = 0 but this worker's rank = 1"):
         list(wrong)
+
+
+# ---- States that do not fit, and ranks out of step (issue 21, defect 8) ------------------------
+
+def test_only_one_rank_loading_a_checkpoint_stops_every_rank_naming_the_call(monkeypatch):
+    """Rank 0 calls load_state_dict while the others start their first pass (the configuration
+    check): every rank gets one clear error, not another collective's payload (TypeError)."""
+    state = DistributedSampler(Indices(), 3, 0, seed=11).state_dict()
+    FakeGroup(monkeypatch, 3, lambda rank, obj: obj,
+              call=lambda rank, call: call if rank == 0 else "check_configuration")
+    sampler = DistributedSampler(Indices(), 3, 0, seed=11)
+    with pytest.raises(CheckpointMismatch, match=r"call = 'load_state_dict' on rank 0; "
+                                                 r"'check_configuration' on ranks 1, 2.*every "
+                                                 r"rank must call load_state_dict"):
+        sampler.load_state_dict(state)
+    # The other ranks' side: their configuration check meets rank 0's load.
+    FakeGroup(monkeypatch, 3, lambda rank, obj: obj,
+              call=lambda rank, call: "load_state_dict" if rank == 0 else call)
+    with pytest.raises(ConfigurationMismatch, match="every rank must call check_configuration"):
+        next(iter(DistributedSampler(Indices(), 3, 1, seed=11)))
+
+
+@pytest.mark.parametrize("name", ["blended", "weighted", "bucketed", "eval"])
+def test_a_state_of_another_kind_names_the_kind(name):
+    policy = SAMPLERS[name][0](2, 0)
+    kind = type(policy).__name__
+    with pytest.raises(ValueError, match=f"state kind = '{kind}': a {kind}'s state_dict\\(\\), "
+                                         "not a DistributedSampler's"):
+        DistributedSampler(Indices(), 2, 0).load_state_dict(policy.state_dict())
+    with pytest.raises(ValueError, match="a distsampler.torch.DistributedSampler's state_dict"):
+        policy.load_state_dict(DistributedSampler(Indices(), 2, 0).state_dict())
+
+
+@pytest.mark.parametrize("field,value", [("consumed", 10**30), ("consumed", -1),
+                                         ("world_size", -3), ("world_size", 0),
+                                         ("world_size", 2**64), ("epoch", 2**64)])
+def test_a_policy_state_edited_with_its_checksum_recomputed_is_still_refused(field, value):
+    """The checksum only catches accidents: an edit with the checksum recomputed must still
+    meet the fields' ranges, naming the field."""
+    from distsampler import _passes
+    sampler = SAMPLERS["blended"][0](2, 0)
+    state = sampler.state_dict()
+    fields = {key: v for key, v in state.items() if key != "checksum"}
+    fields[field] = value
+    edited = {**fields, "checksum": _passes._checksum(fields)}
+    before = sampler.state_dict()
+    with pytest.raises(ValueError, match=f"state {field} = {value} is out of range"):
+        sampler.load_state_dict(edited)
+    assert sampler.state_dict() == before

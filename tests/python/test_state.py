@@ -122,8 +122,8 @@ def test_fingerprints_disagreement_and_resume():
 # ---- configuration agreement, with the collective faked ----
 
 class FakeGroup:
-    """all_gather_object over `world` ranks whose other members send `others[r]` (bytes) or,
-    by default, the caller's own object."""
+    """all_gather_object over `world` ranks whose other members send `others[r]` (bytes) as
+    their payload of the same collective or, by default, the caller's own object."""
 
     def __init__(self, monkeypatch, world, others=None):
         self.calls = 0
@@ -137,7 +137,7 @@ class FakeGroup:
         self.calls += 1
         assert len(out) == self.world
         for r in range(self.world):
-            out[r] = self.others.get(r, obj)
+            out[r] = {**obj, "payload": self.others[r]} if r in self.others else obj
 
 
 def fingerprint_bytes(**kwargs):
