@@ -2,6 +2,8 @@
 # Runs the examples under the real launcher, torchrun (gloo, CPU): the seed's experiments 1 and 2
 # and the Fashion-MNIST DDP comparison (CSV and PNG written to OUT_DIR).
 # Usage, after the build:  bash examples/run_demos.sh [BUILD_DIR [OUT_DIR [NPROC]]]
+# The interpreter is Debian's, /usr/bin/python3, unless DISTSAMPLER_PYTHON names another (the
+# PyTorch 2 venv's .venv/bin/python, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(cd "${1:-build}" && pwd)
@@ -16,8 +18,9 @@ trap 'rm -rf "$logs"' EXIT
 # IntFlag iteration skips the zero member, so "0" parses to None): redirecting and teeing stderr
 # (2) avoids that and leaves stdout untouched.
 launch() {
-  /usr/bin/python3 -m torch.distributed.run --nnodes=1 --nproc_per_node="$nproc" \
-    --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --redirects 2 --tee 2 --log_dir "$logs" "$@"
+  "${DISTSAMPLER_PYTHON:-/usr/bin/python3}" -m torch.distributed.run --nnodes=1 \
+    --nproc_per_node="$nproc" --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --redirects 2 \
+    --tee 2 --log_dir "$logs" "$@"
 }
 
 echo "== Experiment 1: 16 items, batch 2, 2 epochs, $nproc ranks (values are item index + 1)"

@@ -1,5 +1,6 @@
-# Sourced by the other scripts: installs the Debian packages they need when any is missing.
-# Nothing else is downloaded; everything comes from Debian 12's archive.
+# Sourced by the other scripts: installs the Debian packages they need when any is missing, and
+# (ensure_torch2_venv) the PyTorch 2 stack the tests also run on. The Debian packages come from
+# Debian's archive (Debian 12 or 13); the PyTorch 2 stack from the Python package index, pinned.
 
 # Packages for building the library, the CLI and the C++ tests (nlohmann-json3-dev: the header-only
 # JSON parser of the checkpoint reader, src/state.cc).
@@ -11,7 +12,12 @@ DISTSAMPLER_TEST_PACKAGES="python3 python3-torch python3-pytest python3-numpy"
 # Packages the benchmarks need (scripts/bench.sh): Google Benchmark, libtorch, PyTorch.
 DISTSAMPLER_BENCH_PACKAGES="libbenchmark-dev libtorch-dev python3-torch python3-numpy time"
 # The MPI layer and its kill-and-resume tests; clang with libFuzzer for the state fuzz target.
-DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev"
+# clang and its libFuzzer runtime, a pair of versioned names: 14 on Debian 12, 19 on Debian 13
+# (a choice of groups, see ensure_packages; tests/CMakeLists.txt looks for the same versions).
+DISTSAMPLER_CLANG_PACKAGES=$(for v in 14 19 18 17 16 15; do printf 'clang-%s,libclang-rt-%s-dev|' $v $v
+                             done)
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES openmpi-bin libopenmpi-dev"
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES ${DISTSAMPLER_CLANG_PACKAGES%|}"
 # The Python package (pybind11 extension against /usr/bin/python3) is part of the default build;
 # the torchrun examples also need matplotlib and the Fashion-MNIST data.
 DISTSAMPLER_BUILD_PACKAGES="$DISTSAMPLER_BUILD_PACKAGES python3-dev pybind11-dev python3-pybind11 python3-numpy"
@@ -25,18 +31,57 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES libtorch-dev"
 DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
 
 ensure_packages() {
-  local missing=()
-  local p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  local missing=() choices=() p a found
+deb_installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+# Whether the archive (apt's lists) offers package $1: a candidate version, not a virtual name.
+deb_offered() {
+  apt-cache policy "$1" 2>/dev/null | grep -q '^ *Candidate: [^(]'
+}
+
+# Whether every package of the group $2 (names joined by commas) passes the test $1.
+deb_all() {
+  local name
+  for name in ${2//,/ }; do
+    "$1" "$name" || return 1
   done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  echo "Installing missing Debian packages: ${missing[*]}"
+}
+
+# Installs the packages named as arguments that are missing. An argument may be a choice A|B|...
+# for packages whose names differ between Debian releases, each alternative a group of names joined
+# by commas: satisfied by an alternative wholly installed, else the first one the archive wholly
+# offers is installed (probed with apt-cache after apt-get update, so the same lists serve Debian
+# 12 and 13 without asking which release this is).
+  for p in "$@"; do
+    found=
+    for a in ${p//|/ }; do
+      deb_all deb_installed "$a" && found=1 && break
+    done
+    [ -n "$found" ] && continue
+    if [[ $p == *[\|,]* ]]; then choices+=("$p"); else missing+=("$p"); fi
+  done
+  [ $((${#missing[@]} + ${#choices[@]})) -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then
-    echo "error: packages ${missing[*]} are missing; run as root or install them with apt-get" >&2
+    echo "error: packages ${missing[*]} ${choices[*]} are missing; run as root or install them" \
+      "with apt-get" >&2
     return 1
   fi
-  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+  apt-get update -q || return 1
+  for p in "${choices[@]}"; do
+    found=
+    for a in ${p//|/ }; do
+      deb_all deb_offered "$a" && found=$a && break
+    done
+    if [ -z "$found" ]; then
+      echo "error: the archive offers none of $p" >&2
+      return 1
+    fi
+    missing+=(${found//,/ })
+  done
+  echo "Installing missing Debian packages: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 }
 
 # Configures and builds into build/ (Release, warnings as errors); extra cmake flags as arguments.
@@ -45,4 +90,54 @@ build_project() {
   jobs=$(nproc 2>/dev/null || echo 2)
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDISTSAMPLER_WERROR=ON "$@" &&
     cmake --build build -j "$jobs"
+}
+
+# The PyTorch 2 stack the Python tests also run on (tests/CMakeLists.txt's
+# DISTSAMPLER_TORCH2_PYTHON): the virtual environment .venv at the repository root with
+# requirements/torch2.txt, every package pinned there (see its header). Made when missing, brought
+# up to date with `pip install -r` when that file changed since: .venv keeps the hash of the file
+# it was last installed from. Its interpreter: the first python3 on PATH that is not Debian's, if
+# it is CPython of the same version as /usr/bin/python3 (3.11 on Debian 12, e.g. pyenv's): the
+# extension in build/python is built for Debian's interpreter and loads in both stacks only then;
+# else Debian's own (python3-venv). pip reaches what the machine configures for it (the index and
+# its on-disk wheels), nothing else. Prints the interpreter's path last.
+ensure_torch2_venv() {
+  local root venv lock stamp want version base
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd) || return 1
+  venv=$root/.venv
+  lock=$root/requirements/torch2.txt
+  stamp=$venv/distsampler-requirements.sha256
+  want=$(sha256sum "$lock" | cut -d' ' -f1) || return 1
+  version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') || return 1
+  if ! python_is "$venv/bin/python" "$version"; then
+    base=$(torch2_base_python "$version")
+    echo "Creating $venv with $base (Python $version)" >&2
+    rm -rf "$venv" && "$base" -m venv "$venv" || return 1
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "Installing requirements/torch2.txt into $venv (a few minutes the first time)" >&2
+    "$venv/bin/python" -m pip install -qq -r "$lock" >&2 &&
+      "$venv/bin/python" -m pip check >&2 &&
+      echo "$want" >"$stamp" || return 1
+  fi
+  echo "$venv/bin/python"
+}
+
+# Whether $1 runs CPython of version $2 (X.Y) with the venv module.
+python_is() {
+  [ -x "$1" ] && "$1" -c "import platform, sys, venv
+sys.exit(platform.python_implementation() != 'CPython' or '%d.%d' % sys.version_info[:2] != '$2')" \
+    2>/dev/null
+}
+
+# The interpreter ensure_torch2_venv makes the venv with, for Python version $1.
+torch2_base_python() {
+  local debian candidate
+  debian=$(readlink -f /usr/bin/python3)
+  for candidate in $(type -ap python3); do
+    [ "$(readlink -f "$candidate")" = "$debian" ] && continue
+    python_is "$candidate" "$1" && echo "$candidate" && return 0
+    break
+  done
+  echo /usr/bin/python3
 }

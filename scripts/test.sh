@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test (C++ through ctest, Python through pytest under ctest).
-# Usage, as root on Debian 12:  bash scripts/test.sh
+# The Python suite runs on two PyTorch stacks: Debian's (/usr/bin/python3, python3-torch) and
+# PyTorch 2 in .venv (made here from requirements/torch2.txt when missing; its tests end in _torch2).
+# Usage, as root on Debian 12 or 13:  bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_TEST_PACKAGES $DISTSAMPLER_LOADER_PACKAGES
-build_project -DDISTSAMPLER_BUILD_TESTS=ON  # demo.sh leaves it OFF in the cache
+torch2_python=$(ensure_torch2_venv)
+stack='import sys, torch; print(f"torch {torch.__version__} at {sys.executable}")'
+echo "PyTorch stacks under test: $(/usr/bin/python3 -c "$stack"); $("$torch2_python" -c "$stack")"
+# demo.sh leaves the tests OFF in the cache.
+build_project -DDISTSAMPLER_BUILD_TESTS=ON -DDISTSAMPLER_TORCH2_PYTHON="$torch2_python"
 cd build
 ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"
 

@@ -26,7 +26,7 @@ def torchrun(nproc, args, package_dir, logs, timeout=120):
     # localhost:0: the rendezvous takes a free port. --redirects/--tee 2: Debian's torchrun
     # crashes with the default 0 (see examples/run_demos.sh); per-rank stderr goes to `logs`.
     env = dict(os.environ, PYTHONPATH=package_dir, OMP_NUM_THREADS="1")
-    cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=1",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
            f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
            "--redirects", "2", "--tee", "2", "--log_dir", logs, EXAMPLE] + args
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

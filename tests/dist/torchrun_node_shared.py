@@ -85,7 +85,7 @@ def main(package_dir):
         agents = []
         for node_rank in (0, 1):
             logs = os.path.join(out_dir, f"logs{node_rank}")
-            cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=2",
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
                    f"--node_rank={node_rank}", "--nproc_per_node=2", "--rdzv_backend=c10d",
                    f"--rdzv_endpoint=localhost:{port}", "--redirects", "2", "--tee", "2",
                    "--log_dir", logs, os.path.abspath(__file__), "worker", out_dir]

@@ -18,7 +18,9 @@ before it, by exactly one rule in an HTML comment the reader does not see:
       The same, from a scratch copy of the source tree (no build*/ and .git), made once and
       shared by the blocks that ask for it: for commands that build from the source (pip).
   <!-- docs-test: python [torchrun=N] [prelude=NAME] [runs=K] -->
-      Run with /usr/bin/python3 and PYTHONPATH=build/python after PRELUDES[NAME], which defines
+      Run with the interpreter running this test (sys.executable: the PyTorch stack under test,
+      Debian's /usr/bin/python3 or PyTorch 2's venv) and PYTHONPATH=build/python after
+      PRELUDES[NAME], which defines
       the free names the snippet uses, and before EPILOGUES[NAME]; under torchrun with N processes (gloo on CPU) if asked;
       K times in a row (a checkpointing snippet then also takes its resume branch).
   <!-- docs-test: cpp prelude=NAME -->
@@ -45,6 +47,10 @@ before it, by exactly one rule in an HTML comment the reader does not see:
 
 A block without a rule, a rule without a block, an unknown rule or a failing block fails the test
 with its file:line. Usage: docs_test.py [SOURCE_DIR [BUILD_DIR]] [--only FILE:LINE]...
+[--python-only]. --python-only (for a second PyTorch stack) runs only the blocks that run Python
+on the built package: python blocks, sh blocks with "PYTHONPATH=build/python /usr/bin/python3"
+(where /usr/bin/python3 is replaced by this test's interpreter, as in every run), and the output
+blocks right after those.
 """
 import os
 import re
@@ -57,7 +63,11 @@ import time
 RULE = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^ {0,3}(```+|~~~+)")
 LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+")
-TORCHRUN = ["/usr/bin/python3", "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2",
+# The interpreter of the PyTorch stack under test: the one running this script.
+PYTHON = sys.executable
+# A sh block that runs a Python program on the built package; its /usr/bin/python3 is PYTHON.
+PYTHON_SH = re.compile(r"PYTHONPATH=build/python /usr/bin/python3\b")
+TORCHRUN = [PYTHON, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2",
             "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0"]
 TIMEOUT = 300
 
@@ -229,6 +239,7 @@ class Runner:
                 os.makedirs(self.copy)
                 subprocess.run(f"tar -C '{self.source}' --exclude='./build*' --exclude=./.git "
                                "--exclude='*.egg-info' --exclude=__pycache__ -cf - . | "
+                               "--exclude=./.venv "
                                f"tar -C '{self.copy}' -xf -", shell=True, check=True)
             return self.copy
         if kind == "scratch":
@@ -251,6 +262,7 @@ class Runner:
             if word.isupper():
                 text = re.sub(rf"\b{word}\b", value, text)
         cwd = self.folder("copy" if "copy" in args else options.get("cwd", "root"))
+        text = PYTHON_SH.sub(f"PYTHONPATH=build/python {PYTHON}", text)
         prefix = SETUPS[options["setup"]] + "\n" if "setup" in options else ""
         if not any(l.startswith("$ ") for l in text.split("\n")):
             code, out = self.sh("set -e\n" + prefix + text, cwd)
@@ -292,7 +304,7 @@ class Runner:
         if "torchrun" in options:
             command = TORCHRUN + [f"--nproc_per_node={options['torchrun']}", script]
         else:
-            command = ["/usr/bin/python3", script]
+            command = [PYTHON, script]
         outputs = []
         for run in range(int(options.get("runs", 1))):
             result = subprocess.run(command, cwd=self.source, env=env, text=True, timeout=TIMEOUT,
@@ -422,6 +434,8 @@ def main():
         only.append(argv[k + 1])
         del argv[k:k + 2]
     here = os.path.dirname(os.path.abspath(__file__))
+    python_only = "--python-only" in argv
+    argv = [a for a in argv if a != "--python-only"]
     source = os.path.abspath(argv[0]) if argv else os.path.dirname(os.path.dirname(here))
     build = os.path.abspath(argv[1]) if len(argv) > 1 else os.path.join(source, "build")
     files = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(
@@ -439,6 +453,9 @@ def main():
     started = time.time()
     previous = None
     try:
+    selected = None  # in --python-only, whether the block just before was run
+    if python_only:
+        print(f"only the blocks that run Python, with {PYTHON}", flush=True)
         for block in blocks:
             if block.rule is None:
                 continue
@@ -448,6 +465,12 @@ def main():
             if only and block.where not in only:
                 continue
             t = time.time()
+            if python_only:
+                runs_python = kind == "sh" and PYTHON_SH.search(block.text) is not None
+                selected = (kind == "python" or runs_python or
+                            (kind == "output" and bool(selected)))
+                if not selected:
+                    continue
             try:
                 problem = runner.run_block(block, previous)
             except subprocess.TimeoutExpired as e:

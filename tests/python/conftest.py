@@ -9,6 +9,15 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def pytest_report_header(config):
+    """The PyTorch stack under test (the suite runs on each): torch's version and the interpreter."""
+    try:
+        import torch
+        return f"torch {torch.__version__} at {sys.executable}"
+    except ImportError:
+        return f"no torch at {sys.executable}"
+
+
 @pytest.fixture(scope="session")
 def cli():
     path = os.environ.get("DISTSAMPLER_BIN", os.path.join(ROOT, "build", "bin", "distsampler"))
