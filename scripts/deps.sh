@@ -30,8 +30,6 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-setuptools python3
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES libtorch-dev"
 DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
 
-ensure_packages() {
-  local missing=() choices=() p a found
 deb_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
@@ -54,6 +52,8 @@ deb_all() {
 # by commas: satisfied by an alternative wholly installed, else the first one the archive wholly
 # offers is installed (probed with apt-cache after apt-get update, so the same lists serve Debian
 # 12 and 13 without asking which release this is).
+ensure_packages() {
+  local missing=() choices=() p a found
   for p in "$@"; do
     found=
     for a in ${p//|/ }; do

@@ -238,8 +238,8 @@ class Runner:
                 self.copy = os.path.join(self.scratch, "source")
                 os.makedirs(self.copy)
                 subprocess.run(f"tar -C '{self.source}' --exclude='./build*' --exclude=./.git "
-                               "--exclude='*.egg-info' --exclude=__pycache__ -cf - . | "
                                "--exclude=./.venv "
+                               "--exclude='*.egg-info' --exclude=__pycache__ -cf - . | "
                                f"tar -C '{self.copy}' -xf -", shell=True, check=True)
             return self.copy
         if kind == "scratch":
@@ -261,8 +261,8 @@ class Runner:
         for word, value in options.items():
             if word.isupper():
                 text = re.sub(rf"\b{word}\b", value, text)
-        cwd = self.folder("copy" if "copy" in args else options.get("cwd", "root"))
         text = PYTHON_SH.sub(f"PYTHONPATH=build/python {PYTHON}", text)
+        cwd = self.folder("copy" if "copy" in args else options.get("cwd", "root"))
         prefix = SETUPS[options["setup"]] + "\n" if "setup" in options else ""
         if not any(l.startswith("$ ") for l in text.split("\n")):
             code, out = self.sh("set -e\n" + prefix + text, cwd)
@@ -433,9 +433,9 @@ def main():
         k = argv.index("--only")
         only.append(argv[k + 1])
         del argv[k:k + 2]
-    here = os.path.dirname(os.path.abspath(__file__))
     python_only = "--python-only" in argv
     argv = [a for a in argv if a != "--python-only"]
+    here = os.path.dirname(os.path.abspath(__file__))
     source = os.path.abspath(argv[0]) if argv else os.path.dirname(os.path.dirname(here))
     build = os.path.abspath(argv[1]) if len(argv) > 1 else os.path.join(source, "build")
     files = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(
@@ -452,10 +452,10 @@ def main():
     counts = {}
     started = time.time()
     previous = None
-    try:
     selected = None  # in --python-only, whether the block just before was run
     if python_only:
         print(f"only the blocks that run Python, with {PYTHON}", flush=True)
+    try:
         for block in blocks:
             if block.rule is None:
                 continue
@@ -464,13 +464,13 @@ def main():
             counts[block.path][kind] += 1
             if only and block.where not in only:
                 continue
-            t = time.time()
             if python_only:
                 runs_python = kind == "sh" and PYTHON_SH.search(block.text) is not None
                 selected = (kind == "python" or runs_python or
                             (kind == "output" and bool(selected)))
                 if not selected:
                     continue
+            t = time.time()
             try:
                 problem = runner.run_block(block, previous)
             except subprocess.TimeoutExpired as e:
