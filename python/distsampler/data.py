@@ -22,11 +22,11 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _core
 from ._loader import DataLoader
-from ._passes import (CoreArgs, PassSampler, check_feistel_version, check_order, check_uint64,
-                      feistel_version_entry, randperm_variant,
+from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_feistel_version,
+                      check_order, check_uint64, feistel_version_entry, randperm_variant,
                       resolve_world)
 
-__all__ = ["DataLoader", "DistributedIterableDataset"]
+__all__ = ["DataLoader", "DistributedIterableDataset", "CheckpointMismatch"]
 
 _ITERATOR_STATE_VERSION = 1
 

@@ -28,12 +28,14 @@ import torch.utils.data.distributed
 from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from ._passes import (CoreArgs, PassSampler, check_feistel_version, check_order, check_uint64,
-                      feistel_version_entry, fill_chunks, randperm_variant, resolve_world)
+from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_feistel_version,
+                      check_order, check_uint64, feistel_version_entry, fill_chunks,
+                      randperm_variant, resolve_world)
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
-           "BucketedBatchSampler", "ShardedDistributedSampler", "DistributedSamplerWrapper"]
+           "BucketedBatchSampler", "ShardedDistributedSampler", "DistributedSamplerWrapper",
+           "CheckpointMismatch"]
 
 _CHUNK = 1 << 16  # indices computed per call into C++ (512 KiB of uint64)
 _BATCH_CHUNK = 256  # batches built per Python step

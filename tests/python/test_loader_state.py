@@ -656,3 +656,11 @@ def test_a_policy_state_edited_with_its_checksum_recomputed_is_still_refused(fie
     with pytest.raises(ValueError, match=f"state {field} = {value} is out of range"):
         sampler.load_state_dict(edited)
     assert sampler.state_dict() == before
+
+
+def test_checkpoint_mismatch_is_importable_where_it_is_raised():
+    import distsampler.data
+    import distsampler.policies
+    import distsampler.torch
+    assert (distsampler.data.CheckpointMismatch is distsampler.policies.CheckpointMismatch
+            is distsampler.torch.CheckpointMismatch)
