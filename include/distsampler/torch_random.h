@@ -42,9 +42,9 @@ class TorchGenerator {
 
 // Which torch.randperm the torch-exact order reproduces. The two agree for n < 214,748,364.
 enum class RandpermVariant {
-  // PyTorch since the inside-out change (upstream PR 143875, merged January 2025): n >=
-  // 214,748,364 uses inside-out Fisher-Yates with 64-bit draws. The default. It could not be
-  // checked against a real PyTorch here (Debian ships 1.13); it follows the published source.
+  // PyTorch since the inside-out change (upstream PR 143875, first released in 2.6): n >=
+  // 214,748,364 uses inside-out Fisher-Yates with 64-bit draws. The default. Equal to torch
+  // 2.13's torch.randperm at n = 214,748,365 and 300,000,007 (test_torch2_randperm.py).
   kCurrent,
   // torch.randperm as in PyTorch 1.13 (Debian's python3-torch): classic Fisher-Yates with 32-bit
   // draws for every n.

@@ -40,8 +40,9 @@ namespace distsampler::libtorch {
 inline constexpr const char* kStateKey = "distsampler_state";
 
 // The torch.randperm this libtorch's Python counterpart uses: the classic one before PyTorch 2.6
-// (the first release believed to carry the inside-out algorithm for n >= 214,748,364), like the
-// Python drop-in's randperm="auto". The two differ only for n >= 214,748,364.
+// (the first release carrying the inside-out algorithm for n >= 214,748,364: 2.6.0's source has
+// it, 2.5 predates it), like the Python drop-in's randperm="auto". The two differ only for
+// n >= 214,748,364.
 inline constexpr RandpermVariant kLibtorchRandperm =
     (TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 6))
         ? RandpermVariant::kClassic
