@@ -29,6 +29,9 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-setuptools python3
 # The libtorch adapter's test and example (distsampler::libtorch); without it CMake skips both.
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES libtorch-dev"
 DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
+# A SLURM cluster on this host for the launcher tests (tests/slurm/run.sh installs them when
+# missing: slurmctld, slurmd, srun and munge).
+DISTSAMPLER_SLURM_PACKAGES="slurm-wlm munge"
 
 deb_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

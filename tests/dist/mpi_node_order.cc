@@ -1,7 +1,8 @@
 // The node-shared torch order under mpirun (dist/mpi.h's node_group, dist/node_order.h): every
 // rank reads 3 epochs through a prefetching sampler whose permutation local rank 0 builds in
 // shared memory, checks them against the per-rank build bit for bit, and rank 0 checks that each
-// node built every epoch once (plus at most one prefetched) and that no rank fell back. The
+// node of several ranks built every epoch once (plus at most one prefetched) and that no rank
+// fell back. The
 // environment's node group (OMPI_COMM_WORLD_LOCAL_*) must agree with MPI's. Exit code 0 when
 // all of that holds on every rank.
 #include <mpi.h>
@@ -52,7 +53,9 @@ int main(int argc, char** argv) {
     }
   }
   const NodeOrderCounts c = node_order_counts();
-  const bool counts_ok = group.local_rank == 0
+  // A rank alone on its node (srun -N2 -n4 may place 3 + 1) builds its own, as without sharing.
+  const bool counts_ok = group.local_world_size == 1 ? c.built == 0 && c.mapped == 0
+                         : group.local_rank == 0
                              ? kEpochs <= c.built && c.built <= kEpochs + 1 && c.mapped == 0
                              : c.built == 0 && c.mapped >= kEpochs;
   if (!counts_ok || c.fallbacks != 0) {
