@@ -286,6 +286,9 @@ def main():
             version = "v2" if m.group(1) else "v1"
             name = (f"feistel {version} gather, {levels[m.group(2)]}, n = {m.group(3)}, "
                     f"stride {m.group(4)}")
+        m = re.match(r"BM_FeistelGatherV2Rounds/(\d)/(\d+)", name)
+        if m:  # the cost of a round: version 2 at n = 10^8, stride 1
+            name = f"feistel v2 gather, {levels[m.group(1)]}, n = 10^8, {m.group(2)} rounds"
         m = re.match(r"BM_TorchGather/(\d+)/(\d+)", name)
         if m:  # CliBinary torch, by contrast, builds a permutation of 16 M per call
             name = f"torch gather alone (permutation built), n = {m.group(1)}, W = {m.group(2)}"

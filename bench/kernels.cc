@@ -76,6 +76,29 @@ BENCHMARK(BM_FeistelGatherV2)->Apply([](benchmark::internal::Benchmark* b) {
   gather_levels(b, {0, 3, 1, 2});
 });
 
+// The cost of a round: version 2 at n = 10^8, stride 1, with 2 to 8 rounds (the default), per
+// kernel. Arguments: SIMD level, rounds.
+void BM_FeistelGatherV2Rounds(benchmark::State& state) {
+  const auto level = static_cast<detail::SimdLevel>(state.range(0));
+  if (!detail::simd_level_supported(level)) {
+    state.SkipWithError("SIMD level not supported on this CPU");
+    return;
+  }
+  const uint64_t n = 100000000;
+  const FeistelPermutation p(n, 0, 0, static_cast<int>(state.range(1)),
+                             FeistelPermutation::kVersion2);
+  std::vector<uint64_t> out(kWindow);
+  uint64_t first = 0;
+  for (auto _ : state) {
+    if (first + kWindow > n) first = 0;
+    p.gather(first, 1, kWindow, out.data(), level);
+    benchmark::DoNotOptimize(out.data());
+    first += kWindow;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kWindow));
+}
+BENCHMARK(BM_FeistelGatherV2Rounds)->ArgsProduct({{0, 3, 1, 2}, {2, 4, 6, 8}});
+
 // Latency of one position: each call's input depends on the previous output.
 void feistel_random_access(benchmark::State& state, int version) {
   const uint64_t n = static_cast<uint64_t>(state.range(0));
