@@ -41,11 +41,11 @@ N, BATCH, SEED, EPOCHS, WORLD = 45, 4, 7, 2, 2
 SHARE_STEPS = math.ceil(math.ceil(N / WORLD) / BATCH)   # 23 indices a rank: 6 batches
 GLOBAL_STEPS = math.ceil(N / (BATCH * WORLD))            # 12 batches dealt: 6 a rank
 STEP = SHARE_STEPS + 2  # the checkpoint: epoch 1 after 2 batches (both recipes: 6 steps an epoch)
-WORKERS = int(os.environ.get("DISTSAMPLER_TEST_WORKERS", "0"))
 
 
 def worker(mode, out):
     import torch
+    import torch.distributed as dist
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration
     from distsampler.data import DataLoader
@@ -69,21 +69,19 @@ def worker(mode, out):
             self.epoch = state["epoch"]
 
     dataset = Indices()
-    extra = dict(num_workers=WORKERS, persistent_workers=WORKERS > 0)
 
-    def train(scenario, accelerator, model, optimizer, loader, set_epoch, progress, epochs):
-        """Trains `epochs` epochs recording each step's indices; with `progress`, saves the
-        state at step STEP and stops 2 steps later (first), or resumes from it (resume)."""
+    def train(scenario, accelerator, model, optimizer, loader, set_epoch, resumed_epoch=None):
+        """Trains EPOCHS epochs recording each step's indices; with resumed_epoch (a function:
+        the epoch to resume after load_state), saves the state at step STEP and stops 2 steps
+        later (first), or resumes from it (resume)."""
         ckpt = os.path.join(out, f"ckpt_{scenario}")
         step, start = 0, 0
         if mode == "resume":
             accelerator.load_state(ckpt)
-            step, start = STEP, progress.epoch
+            step, start = STEP, resumed_epoch()
         name = f"{scenario}_{mode}_rank{accelerator.process_index}.jsonl"
         with open(os.path.join(out, name), "w") as log:
-            for epoch in range(start, epochs):
-                if progress is not None:
-                    progress.epoch = epoch
+            for epoch in range(start, EPOCHS if scenario != "prepared" else 1):
                 set_epoch(epoch)
                 for batch in loader:
                     log.write(json.dumps({"epoch": epoch, "step": step,
@@ -93,9 +91,9 @@ def worker(mode, out):
                     optimizer.step()
                     optimizer.zero_grad()
                     step += 1
-                    if mode == "first" and progress is not None and step == STEP:
+                    if mode == "first" and resumed_epoch and step == STEP:
                         accelerator.save_state(ckpt)
-                    if mode == "first" and progress is not None and step == STEP + 2:
+                    if mode == "first" and resumed_epoch and step == STEP + 2:
                         return
 
     def model_and_optimizer():
@@ -103,45 +101,54 @@ def worker(mode, out):
         return model, torch.optim.SGD(model.parameters(), lr=0.01)
 
     if mode == "first":
-        # prepare() over our distributed sampler: sharded twice.
+        # prepare() over our 2-replica sampler: sharded again.
         accelerator = Accelerator(cpu=True)
-        sampler = DistributedSampler(dataset, seed=SEED)
-        loader = accelerator.prepare(DataLoader(dataset, batch_size=BATCH, sampler=sampler,
-                                                **extra))
-        model, optimizer = accelerator.prepare(*model_and_optimizer())
-        train("prepared", accelerator, model, optimizer, loader, loader.set_epoch, None, 1)
+        model, optimizer = model_and_optimizer()
+        sampler = DistributedSampler(dataset, seed=7)
+        loader = DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=2,
+                            persistent_workers=True)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        train("prepared", accelerator, model, optimizer, loader, loader.set_epoch)
 
-        # Our sampler as one global order, Accelerate shards it (no checkpoint).
-        sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=SEED)
-        loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, **extra)
-        model, optimizer, loader = accelerator.prepare(*model_and_optimizer(), loader)
-        train("global_sampler", accelerator, model, optimizer, loader, loader.set_epoch, None,
-              EPOCHS)
+        # Our sampler as one global order, Accelerate's (stateless) loader shards it.
+        model, optimizer = model_and_optimizer()
+        sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=7)
+        loader = DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=2,
+                            persistent_workers=True)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        train("global_sampler", accelerator, model, optimizer, loader, loader.set_epoch)
         accelerator.wait_for_everyone()
 
-    # The recipe that keeps our loader: prepare(model, optimizer) only.
+    # README "Frameworks" shows the lines of the two recipes (seed SEED, batch size BATCH).
+    # Our loader, checkpointed by save_state: prepare(model, optimizer) only.
     accelerator = Accelerator(cpu=True)
-    sampler = DistributedSampler(dataset, seed=SEED)
-    loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, **extra)
-    model, optimizer = accelerator.prepare(*model_and_optimizer())
-    progress = Progress()
-    accelerator.register_for_checkpointing(loader, progress)
-    train("own_loader", accelerator, model, optimizer, loader, sampler.set_epoch, progress,
-          EPOCHS)
+    model, optimizer = model_and_optimizer()
+    model, optimizer = accelerator.prepare(model, optimizer)
+    sampler = DistributedSampler(dataset, seed=7)
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=2,
+                        persistent_workers=True)
+    accelerator.register_for_checkpointing(loader)
+    train("own_loader", accelerator, model, optimizer, loader, loader.sampler.set_epoch,
+          lambda: loader.sampler.epoch)
     accelerator.wait_for_everyone()
 
     # The global order, sharded by Accelerate's stateful loader, checkpointed by save_state.
-    accelerator = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(
-        use_stateful_dataloader=True))
-    sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=SEED)
-    loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, **extra)
-    model, optimizer, loader = accelerator.prepare(*model_and_optimizer(), loader)
+    model, optimizer = model_and_optimizer()
+    config = DataLoaderConfiguration(use_stateful_dataloader=True)
+    accelerator = Accelerator(cpu=True, dataloader_config=config)
+    sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=7)
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=2,
+                        persistent_workers=True)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     progress = Progress()
     accelerator.register_for_checkpointing(progress)
-    train("global_sampler_stateful", accelerator, model, optimizer, loader, loader.set_epoch,
-          progress, EPOCHS)
+
+    def set_epoch(epoch):
+        progress.epoch = epoch
+        loader.set_epoch(epoch)
+    train("global_sampler_stateful", accelerator, model, optimizer, loader, set_epoch,
+          lambda: progress.epoch)
     accelerator.wait_for_everyone()
-    import torch.distributed as dist
     dist.destroy_process_group()
 
 
@@ -204,7 +211,7 @@ def main():
     if sys.argv[1:2] == ["--worker"]:
         worker(*sys.argv[2:])
         return 0
-    return driver_main(f"accelerate (num_workers={WORKERS})", check)
+    return driver_main("accelerate", check)
 
 if __name__ == "__main__":
     sys.exit(main())

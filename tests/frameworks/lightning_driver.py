@@ -27,6 +27,7 @@ is one Lightning run (internal; MODE first or resume), recording into OUT.
 """
 import glob
 import json
+import math
 import os
 import subprocess
 import sys
@@ -34,14 +35,13 @@ import sys
 from shares import check_exactly_once, check_torch_shares, driver_main, joined, load
 
 N, BATCH, SEED, EPOCHS, WORLD = 45, 4, 7, 2, 2
-STEPS_PER_EPOCH = -(-(-(-N // WORLD)) // BATCH)  # 23 indices a rank: 6 batches
+STEPS_PER_EPOCH = math.ceil(math.ceil(N / WORLD) / BATCH)  # 23 indices a rank: 6 batches
 STEP = STEPS_PER_EPOCH + 2                         # the checkpoint: epoch 1, after 2 batches
-WORKERS = int(os.environ.get("DISTSAMPLER_TEST_WORKERS", "0"))
 
 
-def worker(case, mode, out, ckpt=None):
+def worker(case, mode, out, path=None):
     import torch
-    import lightning as L
+    import lightning
     from lightning.pytorch.callbacks import ModelCheckpoint
     from distsampler.data import DataLoader
     from distsampler.policies import DistributedBatchSampler
@@ -54,66 +54,67 @@ def worker(case, mode, out, ckpt=None):
         def __getitem__(self, index):
             return torch.tensor([float(index)])
 
-    class Model(L.LightningModule):
+    dataset = Indices()
+
+    # README "Frameworks" shows these lines (seed SEED, batch size BATCH).
+    class Model(lightning.LightningModule):
+        def train_dataloader(self):
+            sampler = DistributedSampler(dataset, seed=7)
+            return DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=2,
+                              persistent_workers=True)
+
         def __init__(self):
             super().__init__()
             self.layer = torch.nn.Linear(1, 1)
-            self.returned = None
-            self.set_epoch_calls = []
 
         def record(self, **entry):
             with open(os.path.join(out, f"{mode}_rank{self.global_rank}.jsonl"), "a") as f:
                 f.write(json.dumps(entry) + "\n")
 
-        def train_dataloader(self):
-            dataset = Indices()
-            extra = dict(num_workers=WORKERS, persistent_workers=WORKERS > 0)
-            if case == "sampler":
-                sampler = DistributedSampler(dataset, seed=SEED)
-                loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, **extra)
-                epoch_target = sampler
-            else:
-                sampler = DistributedBatchSampler(dataset, BATCH, seed=SEED)
-                loader = DataLoader(dataset, batch_sampler=sampler, **extra)
-                epoch_target = sampler.sampler  # where Lightning's set_epoch call goes
-            set_epoch = epoch_target.set_epoch
-
-            def recording_set_epoch(epoch):
-                self.set_epoch_calls.append(epoch)
-                set_epoch(epoch)
-            epoch_target.set_epoch = recording_set_epoch
-            self.returned = (loader, sampler)
-            return loader
+        def used_sampler(self):
+            loader = self.trainer.train_dataloader
+            return loader.sampler if case == "sampler" else loader.batch_sampler
 
         def on_train_start(self):
-            loader, sampler = self.returned
-            used = self.trainer.train_dataloader
-            used_sampler = used.sampler if case == "sampler" else used.batch_sampler
-            self.record(kind="start", loader_kept=used is loader,
-                        sampler_kept=used_sampler is sampler,
-                        sampler_type=type(used_sampler).__name__)
+            # Ours, not a torch DistributedSampler or BatchSampler that Lightning put in.
+            self.record(kind="start", loader=type(self.trainer.train_dataloader).__module__,
+                        sampler=type(self.used_sampler()).__module__)
 
         def on_train_epoch_start(self):
+            # Lightning's set_epoch call precedes this hook (a pass without one would start on
+            # the previous epoch's number: auto_epoch advances at the pass's first batch).
             self.record(kind="epoch", epoch=self.current_epoch,
-                        set_epoch_calls=list(self.set_epoch_calls))
+                        sampler_epoch=self.used_sampler().epoch)
 
         def training_step(self, batch, batch_idx):
-            self.record(kind="batch", epoch=self.current_epoch, batch_idx=batch_idx,
-                        step=self.global_step, indices=[int(i) for i in batch.view(-1)])
+            self.record(epoch=self.current_epoch, step=self.global_step,
+                        indices=[int(i) for i in batch.view(-1)])
             return self.layer(batch / N).pow(2).mean()
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
+    class BatchModel(Model):
+        def train_dataloader(self):
+            batch_sampler = DistributedBatchSampler(dataset, batch_size=4, seed=7)
+            return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=2,
+                              persistent_workers=True)
+
+    stop = dict(max_steps=STEP + 2) if mode == "first" else {}  # run 1 stops 2 steps after STEP
     checkpoint = ModelCheckpoint(dirpath=os.path.join(out, "ckpt"), filename="{step}",
                                  every_n_train_steps=STEP, save_on_train_epoch_end=False,
                                  save_top_k=-1)
-    trainer = L.Trainer(strategy="ddp", devices=WORLD, accelerator="cpu", max_epochs=EPOCHS,
-                        max_steps=STEP + 2 if mode == "first" else -1,
-                        use_distributed_sampler=case == "sampler", callbacks=[checkpoint],
-                        logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, limit_val_batches=0)
-    trainer.fit(Model(), ckpt_path=ckpt)
+    quiet = dict(logger=False, enable_progress_bar=False, enable_model_summary=False,
+                 num_sanity_val_steps=0, limit_val_batches=0, max_epochs=EPOCHS, **stop)
+    if case == "sampler":
+        trainer = lightning.Trainer(strategy="ddp", devices=2, accelerator="cpu",
+                                    callbacks=[checkpoint], **quiet)
+        trainer.fit(Model(), ckpt_path=path)
+    else:
+        trainer = lightning.Trainer(strategy="ddp", devices=2, accelerator="cpu",
+                                    use_distributed_sampler=False, callbacks=[checkpoint],
+                                    **quiet)
+        trainer.fit(BatchModel(), ckpt_path=path)
 
 
 def check(python, out, case):
@@ -135,14 +136,14 @@ def check(python, out, case):
     second, second_entries = load(out, "resume", WORLD)
 
     for entry in first_entries + second_entries:
-        if entry["kind"] == "start" and not (entry["loader_kept"] and entry["sampler_kept"]):
+        if entry["kind"] == "start" and not all(entry[key].startswith("distsampler.")
+                                                for key in ("loader", "sampler")):
             problems.append(f"rank {entry['rank']}: Lightning replaced the loader or sampler: "
                             f"{entry}")
-    # set_epoch: by each epoch's start, Lightning has called it with that epoch.
-    for entry in first_entries + second_entries:
-        if entry["kind"] == "epoch" and entry["set_epoch_calls"][-1:] != [entry["epoch"]]:
-            problems.append(f"rank {entry['rank']}: epoch {entry['epoch']} started after "
-                            f"set_epoch calls {entry['set_epoch_calls']}")
+        # set_epoch: by each epoch's start, Lightning has called it with that epoch.
+        if entry["kind"] == "epoch" and entry["sampler_epoch"] != entry["epoch"]:
+            problems.append(f"rank {entry['rank']}: epoch {entry['epoch']} started with the "
+                            f"sampler at epoch {entry['sampler_epoch']}: no set_epoch call")
 
     # The checkpoint holds the loader's state at STEP's batch.
     state = torch.load(ckpts[0], map_location="cpu", weights_only=False)
@@ -178,7 +179,7 @@ def main():
     if sys.argv[1:2] == ["--worker"]:
         worker(*sys.argv[2:])
         return 0
-    return driver_main(f"lightning (num_workers={WORKERS})", check, ("sampler", "batch_sampler"))
+    return driver_main("lightning", check, ("sampler", "batch_sampler"))
 
 if __name__ == "__main__":
     sys.exit(main())

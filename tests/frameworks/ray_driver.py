@@ -34,7 +34,6 @@ from shares import check_exactly_once, check_torch_shares, driver_main, joined, 
 N, BATCH, SEED, EPOCHS, WORLD = 45, 4, 7, 2, 2
 STEPS_PER_EPOCH = math.ceil(math.ceil(N / WORLD) / BATCH)  # 23 indices a rank: 6 batches
 STEP = STEPS_PER_EPOCH + 2                                  # the checkpoint: epoch 1, 2 batches in
-WORKERS = int(os.environ.get("DISTSAMPLER_TEST_WORKERS", "0"))
 
 
 def train_loop(config):
@@ -56,11 +55,7 @@ def train_loop(config):
     model = ray.train.torch.prepare_model(torch.nn.Linear(1, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
-    def make_loader():
-        dataset = Indices()
-        sampler = DistributedSampler(dataset, seed=SEED)
-        return sampler, DataLoader(dataset, batch_size=BATCH, sampler=sampler,
-                                   num_workers=WORKERS, persistent_workers=WORKERS > 0)
+    dataset = Indices()
 
     def record(scenario, entry):
         with open(os.path.join(out, f"{scenario}_{mode}_rank{rank}.jsonl"), "a") as f:
@@ -73,7 +68,9 @@ def train_loop(config):
         optimizer.zero_grad()
 
     if mode == "first":
-        sampler, loader = make_loader()
+        sampler = DistributedSampler(dataset, seed=7)
+        loader = DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=2,
+                            persistent_workers=True)
         wrapped = ray.train.torch.prepare_data_loader(loader)
         record("wrapped", {"kind": "prepared", "same_loader": wrapped is loader,
                            "same_sampler": wrapped.sampler is sampler})
@@ -87,17 +84,20 @@ def train_loop(config):
                     record("wrapped", {"kind": "state after 2 batches",
                                        "batches": loader.state_dict()["batches"]})
 
-    sampler, loader = make_loader()
-    own = ray.train.torch.prepare_data_loader(loader, move_to_device=False)
-    record("own", {"kind": "prepared", "same_loader": own is loader,
-                   "same_sampler": own.sampler is sampler})
+    # README "Frameworks" shows these lines (seed SEED, batch size BATCH).
+    sampler = DistributedSampler(dataset, seed=7)
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=2,
+                        persistent_workers=True)
+    prepared = ray.train.torch.prepare_data_loader(loader, move_to_device=False)
+    record("own", {"kind": "prepared", "same_loader": prepared is loader,
+                   "same_sampler": prepared.sampler is sampler})
     steps = 0
     if mode == "resume":
         loader.load_state_dict(torch.load(os.path.join(config["checkpoint"], "loader.pt")))
         steps = STEP
     for epoch in range(sampler.epoch, EPOCHS):
         sampler.set_epoch(epoch)  # keeps a loaded position in that epoch
-        for batch in own:
+        for batch in prepared:
             record("own", {"epoch": epoch, "step": steps,
                            "indices": [int(i) for i in batch.view(-1)]})
             step(batch)
@@ -146,7 +146,7 @@ def check(python, out):
                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
     try:
-        output, _ = process.communicate(timeout=400)
+        output, _ = process.communicate(timeout=840)
     finally:
         try:
             os.killpg(process.pid, 9)
@@ -187,7 +187,7 @@ def main():
     if sys.argv[1:2] == ["--run"]:
         run(sys.argv[2])
         return 0
-    return driver_main(f"ray (num_workers={WORKERS})", check)
+    return driver_main("ray", check)
 
 if __name__ == "__main__":
     sys.exit(main())
