@@ -10,8 +10,9 @@
 - A SLURM job step (``srun``: ``SLURM_PROCID`` and ``SLURM_STEP_ID`` or
   ``SLURM_STEP_NUM_TASKS``): sets ``RANK`` (``SLURM_PROCID``), ``WORLD_SIZE``
   (``SLURM_STEP_NUM_TASKS``, else ``SLURM_NTASKS``), ``LOCAL_RANK`` (``SLURM_LOCALID``),
-  ``MASTER_ADDR`` (the first host of ``SLURM_STEP_NODELIST``, else ``SLURM_JOB_NODELIST``, by
-  ``scontrol show hostnames`` when it runs, else parsed) and ``MASTER_PORT`` (unless set: derived
+  ``MASTER_ADDR`` (the first node of ``SLURM_STEP_NODELIST``, else ``SLURM_JOB_NODELIST``, by
+  ``scontrol show hostnames`` when it runs, else parsed; its ``NodeAddr`` by ``scontrol show
+  node`` when that runs, else its name) and ``MASTER_PORT`` (unless set: derived
   from ``SLURM_JOB_ID`` and ``SLURM_STEP_ID``, the same on every task, different for the job's
   other steps), then ``env://``. Variables already set are kept.
 - SLURM's variables outside a step (a program run in a batch script or an ``salloc`` shell
@@ -55,6 +56,22 @@ def first_host(nodelist: str) -> str:
         except (OSError, subprocess.SubprocessError):
             pass
     return _parse_first_host(nodelist)
+
+
+def _node_address(node: str) -> str:
+    """The address SLURM reaches `node` at (its NodeAddr, which defaults to the node's name; a
+    node name need not resolve), by ``scontrol show node``; `node` itself when that fails."""
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        try:
+            out = subprocess.run([scontrol, "show", "node", "-o", node], capture_output=True,
+                                 text=True, timeout=30)
+            found = re.search(r"(?:^|\s)NodeAddr=(\S+)", out.stdout)
+            if out.returncode == 0 and found:
+                return found.group(1)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return node
 
 
 def _parse_first_host(nodelist: str) -> str:
@@ -115,7 +132,7 @@ def slurm_environment(env: Optional[Mapping[str, str]] = None) -> dict:
         if not nodelist:
             raise RuntimeError("neither MASTER_ADDR nor SLURM_STEP_NODELIST/SLURM_JOB_NODELIST "
                                "is set; set MASTER_ADDR to the host of rank 0")
-        out["MASTER_ADDR"] = first_host(nodelist)
+        out["MASTER_ADDR"] = _node_address(first_host(nodelist))
     if "MASTER_PORT" not in env:
         if "SLURM_JOB_ID" not in env:
             raise RuntimeError("neither MASTER_PORT nor SLURM_JOB_ID is set; set MASTER_PORT")

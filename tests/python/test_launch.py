@@ -57,12 +57,18 @@ def test_a_bad_node_list_is_named(no_scontrol):
         launch.first_host("a][")
 
 
-def test_scontrol_expands_the_list_when_it_runs(tmp_path, monkeypatch):
+def test_scontrol_expands_the_list_and_gives_the_nodes_address(tmp_path, monkeypatch):
     fake = tmp_path / "scontrol"
-    fake.write_text("#!/bin/sh\n[ \"$1 $2\" = 'show hostnames' ] && printf 'fromscontrol\\nb\\n'\n")
+    fake.write_text("#!/bin/sh\n"
+                    "[ \"$1 $2\" = 'show hostnames' ] && printf 'fromscontrol\\nb\\n'\n"
+                    "[ \"$1 $2 $3 $4\" = 'show node -o fromscontrol' ] && "
+                    "echo 'NodeName=fromscontrol Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=h'\n"
+                    "exit 0\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert launch.first_host("whatever[1-2]") == "fromscontrol"
+    # A node name need not resolve: the master is the first node's NodeAddr.
+    assert launch.slurm_environment(STEP)["MASTER_ADDR"] == "10.1.2.3"
 
 
 def test_outside_a_step_is_refused_in_one_line():
