@@ -3,8 +3,6 @@ defect 2), with faked environments; tests/slurm/run.sh runs it under a real srun
 import os
 import socket
 import stat
-import subprocess
-import sys
 
 import pytest
 
@@ -85,12 +83,20 @@ def test_outside_a_step_is_refused_in_one_line():
 
 @pytest.fixture
 def clean_env(monkeypatch):
+    """No launcher variables; afterwards the environment as before (init_distributed writes
+    os.environ itself) and no process group."""
+    saved = {name: os.environ.get(name) for name in LAUNCHER_VARS}
     for name in LAUNCHER_VARS:
         monkeypatch.delenv(name, raising=False)
     assert not dist.is_initialized()
     yield monkeypatch
     if dist.is_initialized():
         dist.destroy_process_group()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def free_port():
