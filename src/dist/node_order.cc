@@ -217,14 +217,11 @@ std::optional<uint64_t> available_memory() {
 // the life of the process (never destroyed: its thread may outlive every sampler).
 class Server {
  public:
-  // nullptr after a fallback warning (the address is taken, sockets refused), or with
-  // `create` false when there is none.
-  static Server* of(const NodeGroup& group, bool create = true) {
-    static std::mutex* mutex = new std::mutex();
-    static auto* servers = new std::map<std::pair<std::string, std::string>, Server*>();
-    std::lock_guard<std::mutex> lock(*mutex);
-    Server*& server = (*servers)[{group.job, group.node}];
-    if (server == nullptr && create) {
+  // nullptr after a fallback warning (the address is taken, sockets refused, a forked child).
+  static Server* of(const NodeGroup& group) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    Server*& server = registry()[{group.job, group.node}];
+    if (server == nullptr) {
       socklen_t length = 0;
       const sockaddr_un address = address_of(group, &length);
       Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -235,7 +232,22 @@ class Server {
       }
       server = new Server(std::move(fd), group.local_world_size - 1);
     }
+    if (server != nullptr && server->pid_ != getpid()) {
+      // A fork of the process that serves (its thread did not come along): building here would
+      // publish where no thread answers, and the readers would wait for nothing.
+      warn_fallback("local rank 0 builds in a forked child of the process that serves the node");
+      return nullptr;
+    }
     return server;
+  }
+
+  // This process's server of the group, or nullptr; creates nothing, warns nothing.
+  static Server* existing(const NodeGroup& group) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    const auto it = registry().find({group.job, group.node});
+    return it != registry().end() && it->second != nullptr && it->second->pid_ == getpid()
+               ? it->second
+               : nullptr;
   }
 
   void publish(const Request& r, Fd fd) {
@@ -279,6 +291,15 @@ class Server {
   }
 
  private:
+  using Registry = std::map<std::pair<std::string, std::string>, Server*>;
+  static std::mutex& registry_mutex() {
+    static std::mutex* mutex = new std::mutex();
+    return *mutex;
+  }
+  static Registry& registry() {
+    static Registry* servers = new Registry();
+    return *servers;
+  }
   using Key = std::tuple<uint64_t, uint64_t, uint64_t>;
   using Clock = std::chrono::steady_clock;
   struct Entry {
@@ -363,6 +384,7 @@ class Server {
 
   Fd listener_;
   const uint64_t readers_;
+  const pid_t pid_ = getpid();
   std::mutex mutex_;
   std::map<Key, Entry> entries_;
   uint64_t sequence_ = 0;
@@ -598,7 +620,7 @@ struct NodeBuilder {
   ~NodeBuilder() {
     if (group.local_rank != 0) return;
     for (const auto& [config, instance] : instances) {
-      if (Server* server = Server::of(group, false)) {
+      if (Server* server = Server::existing(group)) {
         server->release(config, instance, group.timeout_seconds);
       }
     }

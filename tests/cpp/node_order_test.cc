@@ -354,6 +354,27 @@ TEST(NodeOrder, KilledRanksLeaveNothingInSharedMemory) {
   EXPECT_EQ(new_names(before), 0u);
 }
 
+// A fork of local rank 0's process (the serving thread stays behind in the parent) builds its
+// own, with the fallback warning, instead of publishing where nothing answers.
+TEST(NodeOrder, AForkedBuilderFallsBack) {
+  const OrderOptions options = torch_options(5000);
+  const NodeGroup group = group_of("forked", 0, 2);
+  make_node_epoch_order(options, 0, group);  // this process serves the node now
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const NodeOrderCounts start = node_order_counts();
+    const auto order = make_node_epoch_order(options, 1, group);
+    const bool ok = all_of(*order) == all_of(*make_epoch_order(options, 1)) &&
+                    node_order_counts().fallbacks == start.fallbacks + 1 &&
+                    node_order_counts().built == start.built;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 TEST(NodeOrder, OtherOrdersAndSingleRankNodesAreLocal) {
   OrderOptions feistel = torch_options(1000);
   feistel.kind = OrderKind::kFeistel;
