@@ -44,14 +44,16 @@
 // correlations, chosen keys, a weak-key search, weakened networks) are quality_structure.cc's; they
 // run on a thread beside these.
 //
-// usage: quality [--long] [--structure-only] [--markdown PATH]
+// usage: quality [--long] [--structure-only] [--max-size N] [--threads T] [--markdown PATH]
 //        quality --sweep N KEYS MAX_ROUNDS FIRST_SEED
 //   default (short mode, a ctest test): fewer draws; exits 1 unless version 2 and the reference
 //   shuffle stay below |z| = 4 on every statistic, the battery detects version 1's parity, and
 //   every weakened network fails the structure-aware statistics (each of which catches one).
 //   --long: the sizes and draws of docs/quality.md (minutes), which --markdown writes.
-//   --structure-only: the structure-aware half alone. --sweep: version 2 at 1..MAX_ROUNDS rounds
-//   against the structure-aware statistics (how the default rounds were chosen).
+//   --structure-only: the structure-aware half alone (--markdown then writes its section only),
+//   --max-size N: only its sizes up to N, --threads T: T of its jobs at once. --sweep: version 2
+//   at 1..MAX_ROUNDS rounds against the structure-aware statistics (how the default rounds were
+//   chosen).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -497,6 +499,8 @@ std::string size_name(uint64_t n) { return n == 10000000 ? "10^7" : std::to_stri
 
 int main(int argc, char** argv) {
   bool long_mode = false, structure_only = false;
+  uint64_t max_n = ~uint64_t{0};
+  int threads = 0;
   std::string markdown;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -504,6 +508,10 @@ int main(int argc, char** argv) {
       long_mode = true;
     } else if (arg == "--structure-only") {
       structure_only = true;
+    } else if (arg == "--max-size" && i + 1 < argc) {
+      max_n = std::stoull(argv[++i]);
+    } else if (arg == "--threads" && i + 1 < argc) {
+      threads = std::stoi(argv[++i]);
     } else if (arg == "--sweep" && i + 4 < argc) {
       // --sweep N KEYS MAX_ROUNDS FIRST_SEED: version 2's rounds against the structure battery.
       const uint64_t n = std::stoull(argv[i + 1]), seed = std::stoull(argv[i + 4]);
@@ -514,7 +522,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--markdown" && i + 1 < argc) {
       markdown = argv[++i];
     } else {
-      std::cerr << "usage: quality [--long] [--structure-only] [--markdown PATH]\n"
+      std::cerr << "usage: quality [--long] [--structure-only] [--max-size N] [--threads T] "
+                   "[--markdown PATH]\n"
                    "       quality --sweep N KEYS MAX_ROUNDS FIRST_SEED\n";
       return 2;
     }
@@ -523,13 +532,15 @@ int main(int argc, char** argv) {
   // the battery share nothing, and each is deterministic.
   quality::StructureReport structure;
   std::thread structure_thread([&] {
-    structure = quality::run_structure(long_mode, [](uint64_t n, uint64_t seed, uint64_t* out) {
-      reference_shuffle(n, seed, 0, out);
-    });
+    structure = quality::run_structure(
+        long_mode,
+        [](uint64_t n, uint64_t seed, uint64_t* out) { reference_shuffle(n, seed, 0, out); }, max_n,
+        threads);
   });
   if (structure_only) {
     structure_thread.join();
     std::printf("%s", structure.text.c_str());
+    if (!markdown.empty()) std::ofstream(markdown) << structure.markdown;
     const bool ok = structure.worst_default < 4 && structure.worst_reference < 4 &&
                     structure.weakened_caught && structure.statistics_proven &&
                     structure.model_matches_library;

@@ -623,7 +623,8 @@ std::string sweep_rounds(uint64_t n, int keys, int max_rounds, uint64_t first_se
   return out.str();
 }
 
-StructureReport run_structure(bool long_mode, const Fill& reference) {
+StructureReport run_structure(bool long_mode, const Fill& reference, uint64_t max_n,
+                              int thread_count) {
   StructureReport rep;
   std::ostringstream text, md;
   const int v2 = FeistelPermutation::kVersion2;
@@ -657,11 +658,14 @@ StructureReport run_structure(bool long_mode, const Fill& reference) {
     uint64_t n;
     int keys;
   };
-  const std::vector<Plan> plans =
+  std::vector<Plan> plans =
       long_mode ? std::vector<Plan>{{131073, 30}, {1000003, 4}, {3000017, 1}, {10000000, 1}}
                 : std::vector<Plan>{{131073, 10}, {1000003, 1}};
+  plans.erase(
+      std::remove_if(plans.begin(), plans.end(), [&](const Plan& p) { return p.n > max_n; }),
+      plans.end());
   // Every (size, generator) on its own thread, the largest sizes first.
-  const int threads = long_mode ? 4 : 2;
+  const int threads = thread_count > 0 ? thread_count : long_mode ? 4 : 2;
   std::vector<std::vector<std::vector<Row>>> table(plans.size(),
                                                    std::vector<std::vector<Row>>(gens.size()));
   parallel_for(plans.size() * gens.size(), threads, [&](size_t job) {

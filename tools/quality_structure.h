@@ -24,7 +24,10 @@ struct StructureReport {
 
 // Runs the structure-aware statistics; `reference` is the battery's uniform shuffle. The long mode
 // writes docs/quality.md's figures (minutes); the short one runs in the ctest test.
-StructureReport run_structure(bool long_mode, const Fill& reference);
+// max_n: only the sizes up to it (the long mode's largest take the longest); threads: how many
+// (size, generator) jobs run at once.
+StructureReport run_structure(bool long_mode, const Fill& reference, uint64_t max_n = ~uint64_t{0},
+                              int threads = 0);
 
 // The library's version 2 at 1..max_rounds rounds (seeds from first_seed), the worst |z| and its
 // statistic per round count: how the default's rounds were chosen.
