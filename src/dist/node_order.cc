@@ -535,11 +535,13 @@ std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64
 
 // The k-th node-shared sampler of a configuration in this process gets instance k: the ranks of
 // a node create their samplers in the same order, so the instances agree without a message.
+// Counted per local rank too, for a process that plays several (tests).
 uint64_t claim_instance(const NodeGroup& group, uint64_t config) {
+  using Key = std::tuple<std::string, std::string, uint64_t, uint64_t>;
   static std::mutex* mutex = new std::mutex();
-  static auto* next = new std::map<std::tuple<std::string, std::string, uint64_t>, uint64_t>();
+  static auto* next = new std::map<Key, uint64_t>();
   std::lock_guard<std::mutex> lock(*mutex);
-  return (*next)[{group.job, group.node, config}]++;
+  return (*next)[Key{group.job, group.node, group.local_rank, config}]++;
 }
 
 uint64_t parse_count(const char* name, const char* text) {
