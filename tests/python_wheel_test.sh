@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# The Python package installed as a user installs it, with README.md's commands, from a copy of the
-# source tree (build files never land in the checkout): `pip install --no-build-isolation .` into
-# a venv, then imported from elsewhere; a wheel from `python3 -m build --no-isolation --wheel`
-# installed into a fresh venv, whose version metadata must be the C++ library's, and the Python
-# tests (tests/python) run against that installed package. Also: the sdist has what CMake needs.
+# The Python package built as users of the package index build it (README.md, "Install"), from a
+# clean copy of the tracked source (what CI's fresh clone holds; nothing of the checkout's build/
+# or .venv/), with the build dependencies pyproject.toml pins fetched from the index:
+# 1. `pip install .` with build isolation into a venv of PYTHON that sees its torch and numpy
+#    (--system-site-packages), then imported from elsewhere, version == project(VERSION).
+# 2. `python -m build` (the `build` package from the index, pinned, in a venv of its own): an sdist,
+#    and a wheel built from that sdist. The sdist holds what the CMake build reads and neither
+#    build/ nor .venv/ (the copy is given both); the wheel holds the files step 1 installed, the
+#    extension among them.
+# 3. That wheel installed into a fresh venv: the metadata's version is __version__ (version.h),
+#    every module imports, and tests/python/test_torch_sampler.py (parity with PyTorch's
+#    DistributedSampler, resume) runs against the installed package.
 # The copy's project(VERSION) is bumped first (0.1.0 -> 0.1.100): the package metadata and
 # __version__ must follow it, so a version written anywhere but CMakeLists.txt fails here.
 # Usage: python_wheel_test.sh SOURCE_DIR VERSION WORK_DIR DISTSAMPLER_BIN GOLDEN_DIR [PYTHON]
 set -euo pipefail
 source_dir="$1" version="$2" work="$3" cli="$4" golden="$5" python="${6:-/usr/bin/python3}"
+build_package="build==1.6.1"  # the PyPA `build` frontend, pinned like the backend
 unset PYTHONPATH DISTSAMPLER_PYTHON_DIR
-step() { echo "== $*"; }
+step() { echo "== $* ($SECONDS s)"; }
 fail() { echo "FAIL: $*"; exit 1; }
-check_pip_show() { [ "$1" = "$version" ] || fail "pip show distsampler: version '$1', want $version"; }
 rm -rf "$work"
 mkdir -p "$work/src"
-tar -C "$source_dir" --exclude='./build*' --exclude=./.git --exclude='*.egg-info' \
-  --exclude=__pycache__ -cf - . | tar -C "$work/src" -xf -
+
+step "a clean copy of the tracked source"
+# The tracked files as the working tree has them (a file deleted and not yet committed is skipped).
+git -C "$source_dir" ls-files -z |
+  (cd "$source_dir" && while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done) |
+  tar -C "$source_dir" --null -T - -cf - | tar -C "$work/src" -xf -
+[ -f "$work/src/pyproject.toml" ] || fail "no pyproject.toml among $source_dir's tracked files"
 bumped="${version%.*}.$((${version##*.} + 100))"
 sed -i "s/^project(distsampler VERSION $version /project(distsampler VERSION $bumped /" \
   "$work/src/CMakeLists.txt"
@@ -24,26 +36,57 @@ grep -q "^project(distsampler VERSION $bumped " "$work/src/CMakeLists.txt" ||
   fail "no 'project(distsampler VERSION $version ...' in CMakeLists.txt"
 version="$bumped"
 
-step "pip install into a venv"
+step "pip install . (build isolation) into a venv"
 cd "$work/src"
 "$python" -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/pip" install --no-build-isolation .
+"$work/venv/bin/pip" install --quiet .
 cd "$work"
 "$work/venv/bin/python" -c "import distsampler.torch"
 got=$("$work/venv/bin/pip" show distsampler | sed -n 's/^Version: //p')
-check_pip_show "$got"
+[ "$got" = "$version" ] || fail "pip show distsampler: version '$got', want $version"
+# The package's files as pip installed them (RECORD), without the .pyc files pip compiled.
+"$work/venv/bin/pip" show --files distsampler | sed -n 's|^ *\(distsampler/.*\)|\1|p' |
+  grep -v __pycache__ | sort >"$work/installed.txt"
 
-step "wheel, installed into a fresh venv"
+step "python -m build: an sdist and the wheel built from it"
+"$python" -m venv "$work/tools"
+"$work/tools/bin/pip" install --quiet "$build_package"
+mkdir -p "$work/src/build" "$work/src/.venv"  # a user's checkout has these; the sdist must not
+touch "$work/src/build/CMakeCache.txt" "$work/src/.venv/pyvenv.cfg"
 cd "$work/src"
-"$python" -m build --no-isolation --wheel
-wheels=(dist/distsampler-"$version"-*.whl)
+"$work/tools/bin/python" -m build --outdir "$work/dist" . >"$work/build.log" 2>&1 ||
+  { tail -40 "$work/build.log"; fail "python -m build"; }
+sdists=("$work"/dist/distsampler-"$version".tar.gz)
+wheels=("$work"/dist/distsampler-"$version"-*.whl)
+[ -f "${sdists[0]}" ] || fail "no sdist distsampler-$version.tar.gz in $work/dist: $(ls "$work/dist")"
 [ ${#wheels[@]} = 1 ] && [ -f "${wheels[0]}" ] || fail "not one wheel: ${wheels[*]}"
+grep -q "Building wheel from sdist" "$work/build.log" ||
+  fail "python -m build did not say it built the wheel (from the sdist)"
+tar -tzf "${sdists[0]}" | sed "s|^distsampler-$version/||" | sort >"$work/sdist.txt"
+for need in PKG-INFO pyproject.toml CMakeLists.txt LICENSE README.md cmake/version.h.in \
+  include/distsampler/sampler.h src/sampler.cc python/CMakeLists.txt python/_core.cpp \
+  python/distsampler/__init__.py; do
+  grep -qx "$need" "$work/sdist.txt" || fail "the sdist lacks $need"
+done
+if grep -E '^(build|\.venv|tests|\.git)/' "$work/sdist.txt"; then
+  fail "the sdist holds the files above"
+fi
+"$work/tools/bin/python" -m zipfile -l "${wheels[0]}" | awk 'NR > 1 {print $1}' |
+  grep '^distsampler/' | sort >"$work/wheel.txt"
+grep -q '^distsampler/_core\.cpython-.*\.so$' "$work/wheel.txt" || fail "no extension in the wheel"
+# Every module of python/distsampler/ (python/CMakeLists.txt lists them for the build and install).
+(cd "$work/src/python" && ls distsampler/*.py) | sort >"$work/modules.txt"
+grep '\.py$' "$work/wheel.txt" | diff "$work/modules.txt" - ||
+  fail "the wheel's modules (>) are not python/distsampler/*.py (<): python/CMakeLists.txt's list"
+diff "$work/installed.txt" "$work/wheel.txt" ||
+  fail "pip install . installed other files (<) than the wheel from the sdist holds (>)"
+echo "sdist: $(wc -l <"$work/sdist.txt") files; wheel == pip install .: $(tr '\n' ' ' <"$work/wheel.txt")"
+
+step "the wheel, installed into a fresh venv"
 "$python" -m venv --system-site-packages "$work/venv2"
-"$work/venv2/bin/pip" install "${wheels[0]}"
+"$work/venv2/bin/pip" install --quiet "${wheels[0]}"
 cd "$work"
-got=$("$work/venv2/bin/pip" show distsampler | sed -n 's/^Version: //p')
-check_pip_show "$got"
-site=$("$work/venv2/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+site=$("$work/venv2/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['platlib'])")
 "$work/venv2/bin/python" - "$version" "$site" <<'PY'
 import importlib.metadata
 import sys
@@ -57,18 +100,14 @@ assert meta == distsampler.__version__ == version, (meta, distsampler.__version_
 print(f"distsampler {meta} (metadata) == {distsampler.__version__} (version.h), from {site}")
 PY
 
-step "tests/python against the installed wheel"
-# conftest.py puts DISTSAMPLER_PYTHON_DIR first on sys.path: the venv's site-packages here.
+step "every module imports; the PyTorch parity tests against the installed wheel"
+sed 's|/|.|; s|\.py$||' "$work/modules.txt" |
+  xargs "$work/venv2/bin/python" -c 'import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]'
+# The copy's tests (the same snapshot as the package). conftest.py puts DISTSAMPLER_PYTHON_DIR
+# first on sys.path: the venv's site-packages here. The whole of tests/python runs against the
+# build tree (test pytest); here the file that compares with torch's DistributedSampler.
 DISTSAMPLER_PYTHON_DIR="$site" DISTSAMPLER_BIN="$cli" DISTSAMPLER_GOLDEN_DIR="$golden" \
   OMP_NUM_THREADS=1 "$work/venv2/bin/python" -m pytest -q -p no:cacheprovider \
-  "$source_dir/tests/python"
-
-step "the sdist holds what the CMake build reads"
-cd "$work/src"
-"$python" -m build --no-isolation --sdist
-mkdir "$work/sdist"
-tar -C "$work/sdist" --strip-components=1 -xzf dist/distsampler-"$version".tar.gz
-cmake -S "$work/sdist" -B "$work/sdist-build" -DDISTSAMPLER_BUILD_TESTS=OFF \
-  -DDISTSAMPLER_BUILD_TOOLS=OFF -DDISTSAMPLER_BUILD_EXAMPLES=OFF -DDISTSAMPLER_BUILD_LOADER=OFF \
-  -DDISTSAMPLER_BUILD_MPI=OFF >/dev/null
+  "$work/src/tests/python/test_torch_sampler.py"
+step "done"
 echo "python_wheel: ok"
