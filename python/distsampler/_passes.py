@@ -33,6 +33,12 @@ EPOCH_MAX = 2**64 - 1
 GENERIC_STATE_VERSION = 1
 
 
+class SeedOverflowError(RuntimeError, ValueError):
+    """seed + epoch outside [-2^63, 2^64 - 1], raised when a pass starts. PyTorch raises it as a
+    RuntimeError in 1.13 and a ValueError in 2.x ("Overflow when unpacking long long"): this is
+    both, so code written for either catches it."""
+
+
 class CheckpointMismatch(ValueError):
     """Raised on every rank when the ranks loaded checkpoints that differ (or one rank could not
     load its checkpoint)."""
@@ -448,8 +454,8 @@ def fill_chunks(total: int, fill, chunk: int):
 
 def randperm_variant(randperm: str) -> str:
     """'classic' or 'current': which torch.randperm the torch order reproduces. 'auto' is the
-    installed torch's: newer releases (2.6 is the first believed to carry upstream PR 143875)
-    switch to another algorithm for n >= 214,748,364."""
+    installed torch's: newer releases (2.6 is the first to carry upstream PR 143875; 2.5
+    predates it) switch to another algorithm for n >= 214,748,364."""
     if randperm == "auto":
         import torch
         major, minor = (int(part) for part in torch.__version__.split("+")[0].split(".")[:2])

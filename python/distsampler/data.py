@@ -22,9 +22,9 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _core
 from ._loader import DataLoader
-from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_feistel_version,
-                      check_order, check_uint64, feistel_version_entry, randperm_variant,
-                      resolve_world)
+from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, SeedOverflowError,
+                      check_feistel_version, check_order, check_uint64, feistel_version_entry,
+                      randperm_variant, resolve_world)
 
 __all__ = ["DataLoader", "DistributedIterableDataset", "CheckpointMismatch"]
 
@@ -84,7 +84,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         try:
             self._core.check_epoch(epoch)
         except IndexError as error:  # seed + epoch beyond 2^64 - 1
-            raise RuntimeError(str(error)) from error
+            raise SeedOverflowError(str(error)) from error
         return ()
 
     def _config(self) -> Dict[str, Any]:

@@ -37,13 +37,13 @@ import torch.distributed as dist
 import torch.utils.data.distributed
 
 from . import _core
-from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_feistel_version,
-                      check_order, check_uint64, checked_epoch, fill_chunks, gather_in_step,
-                      randperm_variant, spans_group)
+from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, SeedOverflowError,
+                      check_feistel_version, check_order, check_uint64, checked_epoch,
+                      fill_chunks, gather_in_step, randperm_variant, spans_group)
 from ._loader import DataLoader
 
 __all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
-           "STATE_VERSION"]
+           "SeedOverflowError", "STATE_VERSION"]
 
 # The format of state_dict(). load_state_dict() also reads version 1 (no checksum, same world
 # size when written), converting it.
@@ -168,8 +168,8 @@ class DistributedSampler(CoreArgs, PassSampler,
     def _view(self, epoch: int, start: int, source=None) -> "_core.RankView":
         try:
             return (source or self._core).epoch(epoch, min(start, self._config_fields["size"]))
-        except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's RuntimeError
-            raise RuntimeError(str(error)) from error
+        except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's error
+            raise SeedOverflowError(str(error)) from error
 
     @property
     def prefetching(self) -> "_core.PrefetchingSampler":
