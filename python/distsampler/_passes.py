@@ -310,13 +310,10 @@ class PassSampler:
         return bool(getattr(self, "shuffle", True))
 
     def __len__(self) -> int:
-        """Items of the pass in progress, or of the next one: after load_state_dict, what the
-        resumed pass yields."""
-        live = self._live
-        if self._explicit:
-            return self._remaining(self._resume_at)
-        if live is not None and live.start and not live.finished:
-            return live.total
+        """Items this rank reads in a whole pass of an epoch (PyTorch's ``num_samples``), also
+        after load_state_dict: a resumed pass yields fewer, the rest of its epoch. Frameworks
+        count the batches a resumed epoch already had against this length (Lightning does), as
+        torchdata's StatefulDataLoader keeps it."""
         return self._remaining(0)
 
     # ---- Checkpoints -------------------------------------------------------------------------

@@ -292,7 +292,7 @@ class DistributedSampler(CoreArgs, PassSampler,
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from a state_dict(), saved with this or any other number of ranks: the next
         pass yields this rank's share of the global positions of the state's epoch not yet
-        consumed (the elastic rule), none when it is complete, and ``len()`` is that count.
+        consumed (the elastic rule), none when it is complete; ``len()`` stays a whole pass's.
         Calling set_epoch with that same epoch keeps the position; another epoch starts from its
         beginning. A complete state's next pass is empty (the rest of its epoch); the pass after
         that, without a set_epoch call, replays the epoch or, with auto_epoch, advances.
