@@ -93,6 +93,7 @@ PRELUDES = {
     "ddp-checkpoint": _DDP + '''\
 path = os.path.join(os.environ["SCRATCH"], "loader_checkpoint.pt")
 time_to_save = True                                 # every batch; the second run resumes
+model = torch.nn.Linear(1, 1)
 ''',
 }
 
