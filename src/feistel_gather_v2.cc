@@ -689,9 +689,11 @@ DISTSAMPLER_TARGET_AVX512 void avx512_all(const FeistelPermutation& p, const Net
   for (; j < count; ++j) out[j] = p.network_value(first + j * stride);
 }
 
-DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p, const Network& net,
-                                             uint64_t first, uint64_t stride, uint64_t count,
-                                             uint64_t* out) {
+// Not dispatched (see gather_version2): kept compiling, waiting for a run on an AVX-512 CPU.
+[[maybe_unused]] DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p,
+                                                              const Network& net, uint64_t first,
+                                                              uint64_t stride, uint64_t count,
+                                                              uint64_t* out) {
   Avx512Keys k{};
   uint32_t carried = 0;
   for (int r = 0; r < net.rounds; r += 2) {
@@ -721,9 +723,10 @@ void FeistelPermutation::gather_version2(uint64_t first, uint64_t stride, uint64
   const Network net{n_, rounds_, right_bits_, right_mask_, left_size_, right_shift_, keys_, keys2_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
+    // The AVX-512 kernel of the two-multiply round function has not yet run on an AVX-512 CPU
+    // against operator() (feistel_test does that wherever the CPU has AVX-512): until it has,
+    // AVX-512 CPUs take the AVX2 kernel, whose bits are verified. Same bits on every machine.
     case detail::SimdLevel::kAvx512:
-      gather_avx512(*this, net, first, stride, count, out);
-      break;
     case detail::SimdLevel::kAvx2:
       gather_avx2(*this, net, first, stride, count, out);
       break;
