@@ -179,6 +179,23 @@ PYBIND11_MODULE(_core, m) {
   using namespace distsampler;
   m.doc() = "distsampler's C++ core: a rank's view of an epoch (see distsampler.torch)";
   m.attr("__version__") = DISTSAMPLER_VERSION_STRING;
+#if PYBIND11_VERSION_MAJOR < 2 || (PYBIND11_VERSION_MAJOR == 2 && PYBIND11_VERSION_MINOR < 12)
+  // pybind11 before 2.12 misreads numpy 2's array descriptors (an array it returns has strides
+  // of 0): refuse to load beside numpy 2 rather than give wrong arrays.
+  try {
+    const auto numpy = py::module_::import("numpy").attr("__version__").cast<std::string>();
+    if (std::stoi(numpy) >= 2) {
+      throw py::import_error("distsampler._core was built with pybind11 " +
+                             std::to_string(PYBIND11_VERSION_MAJOR) + "." +
+                             std::to_string(PYBIND11_VERSION_MINOR) +
+                             ", which misreads numpy 2 arrays, and numpy " + numpy +
+                             " is installed; allowed: numpy < 2, or a build with pybind11 >= "
+                             "2.12 (pip install . takes one)");
+    }
+  } catch (const py::error_already_set&) {
+    // No numpy: nothing to misread.
+  }
+#endif
 
   py::enum_<RandpermVariant>(m, "RandpermVariant")
       .value("current", RandpermVariant::kCurrent)

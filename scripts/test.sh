@@ -11,7 +11,10 @@ torch2_python=$(ensure_torch2_venv)
 stack='import sys, torch; print(f"torch {torch.__version__} at {sys.executable}")'
 echo "PyTorch stacks under test: $(/usr/bin/python3 -c "$stack"); $("$torch2_python" -c "$stack")"
 # demo.sh leaves the tests OFF in the cache.
-build_project -DDISTSAMPLER_BUILD_TESTS=ON -DDISTSAMPLER_TORCH2_PYTHON="$torch2_python"
+# The extension is built with the venv's pybind11 (>= 2.12 reads numpy 2 arrays; Debian 12's 2.10
+# misreads them), so the one build serves both stacks, as `pip install .` builds it for users.
+build_project -DDISTSAMPLER_BUILD_TESTS=ON -DDISTSAMPLER_TORCH2_PYTHON="$torch2_python" \
+  -Dpybind11_DIR="$("$torch2_python" -m pybind11 --cmakedir)"
 cd build
 ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"
 
