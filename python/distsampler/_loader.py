@@ -41,6 +41,9 @@ class _Tracker:
 
     def __init__(self, source, adapter, per_batch: int) -> None:
         self.source, self.adapter, self.per_batch = source, adapter, per_batch
+        # An IterableDataset of its own: its data come from its iterators, not from the index
+        # sampler, so a resume skips batches as they are received rather than as dispatched.
+        self.skips_received = source is None and adapter is None
         self.snapshots: collections.deque = collections.deque()
         self.received = 0       # batches the loop received in this pass, after `base`
         self.base = 0           # batches of this pass received before a resume
@@ -130,8 +133,8 @@ class _Dispatching:
 
     def __next__(self):
         tracker = self._tracker
-        while tracker.skipping:  # a resumed stateless sampler: draw the batches received
-            tracker.skipping -= 1
+        while tracker.skipping and not tracker.skips_received:  # a resumed stateless sampler:
+            tracker.skipping -= 1                                  # draw the batches received
             next(self._indices)
         index = next(self._indices)
         tracker.dispatched()
@@ -149,12 +152,17 @@ class _Receiving:
         return self
 
     def __next__(self):
+        tracker = self._tracker
         try:
+            while tracker.skipping and tracker.skips_received:  # a resumed IterableDataset
+                tracker.skipping -= 1                           # without state: read and drop
+                tracker.snapshots.clear()                       # the batches received
+                next(self._iterator)
             batch = next(self._iterator)
         except StopIteration:
-            self._tracker.end_pass()
+            tracker.end_pass()
             raise
-        self._tracker.receive()
+        tracker.receive()
         return batch
 
     def __len__(self) -> int:
@@ -172,8 +180,9 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
 
     The state is the sampler's (``sampler=``, or ``batch_sampler=``: any sampler of this
     package, or one with ``state_dict``/``load_state_dict``), or the dataset's for
-    distsampler.data.DistributedIterableDataset. Other samplers are resumed by drawing and
-    discarding the batches already received, which is exact for deterministic samplers only.
+    distsampler.data.DistributedIterableDataset. Other samplers, and other IterableDatasets,
+    are resumed by reading and discarding the batches already received, which is exact for
+    deterministic ones only.
     ``sampler.state_dict()`` of a package sampler read by this loader is exact too.
     ``in_order=False`` (torch >= 2.6) with workers is refused: batches would reach the loop in
     another order than their indices were drawn, and no checkpoint could name what it received.

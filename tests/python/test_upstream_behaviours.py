@@ -86,8 +86,6 @@ class _Counting(tud.IterableDataset):
         return iter(range(self.n))
 
 
-@pytest.mark.xfail(strict=True, reason="open: the loader replays a stateless IterableDataset "
-                   "from its start on resume (docs/upstream-suites.md); remove with the fix")
 def test_a_resumed_iterable_dataset_without_state_does_not_read_its_start_again():
     """A checkpoint of a loader over an IterableDataset that has no state of its own says
     "batches": k. torchdata's loader resumes it by skipping the k batches already received (its
