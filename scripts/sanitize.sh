@@ -14,7 +14,9 @@ for kind in "${@:-asan tsan}"; do
     case "$k" in
       asan) flags="address,undefined" targets="loader_tests adversarial_tests" tools=ON
             run="$tests state_mutation_test loader_mutation_test" ;;
-      tsan) flags="thread" targets="loader_tests" tools=OFF run="$tests" ;;
+      # node_order_test forks local ranks after the node-shared order's serving thread started,
+      # which ThreadSanitizer does not support (it kills the child): ASan and ctest run it.
+      tsan) flags="thread" targets="loader_tests" tools=OFF run="${tests/node_order_test /}" ;;
       *) echo "error: unknown sanitizer '$k'; allowed: asan, tsan" >&2; exit 2 ;;
     esac
     dir="build-$k"
