@@ -210,9 +210,14 @@ def train(args, rank, world):
     if rank == 0:
         with open(os.path.join(args.log_dir, f"run{args.attempt}.start"), "w") as f:
             f.write(f"{position['epoch']} {position['consumed']} {world}\n")
+    first_epoch = position["epoch"]
+    if checkpoint is not None and checkpoint["loader"].get("_iterator_finished"):
+        # torchdata's state after an epoch's last batch: its next iter() starts a new epoch.
+        # (Ours resumes that epoch's empty rest; the loop below then moves on.)
+        first_epoch += 1
     log = open(os.path.join(args.log_dir, f"run{args.attempt}.rank{rank}.log"), "w")
     step = 0
-    for epoch in range(position["epoch"], args.epochs):
+    for epoch in range(first_epoch, args.epochs):
         sampler.set_epoch(epoch)  # the loaded epoch keeps its position; later ones start at 0
         start = position["consumed"] if epoch == position["epoch"] else 0  # this pass's start
         for b, batch in enumerate(loader):

@@ -220,6 +220,8 @@ class PassSampler:
         self._explicit = True         # the next pass reads (self._epoch, self._resume_at)
         self._resume_at = 0
         self._live: Optional[Pass] = None  # the latest pass that started
+        # The epoch of the pass after a loaded finished pass (see _apply_position), or None.
+        self._after_finished: Optional[int] = None
         self._warned = False
         self._check_agreement = bool(check_agreement)
         self._process_group = process_group
@@ -248,8 +250,15 @@ class PassSampler:
             self._resume_at = 0
         self._epoch = epoch
         self._explicit = True
+        self._after_finished = None
 
     def __iter__(self):
+        if self._after_finished is not None:
+            # The loaded finished pass has nothing left; the next iter() reads the epoch set
+            # before the load, from its start (see _apply_position).
+            self._epoch, self._resume_at, self._explicit = self._after_finished, 0, True
+            self._after_finished = None
+            return iter(())
         # chain asks the generator for its first chunk at the first next(): that is when the
         # pass starts. Later next() calls run in C, one Python step per chunk.
         return itertools.chain.from_iterable(self._run_pass())
@@ -332,8 +341,16 @@ class PassSampler:
         """Makes the next pass resume (epoch, consumed), as set_epoch does: a complete epoch's
         next pass is empty (the rest of it), and the pass after that replays or advances. A
         loader that loads the state when its pass starts (torchdata's, after the loop's
-        set_epoch) then reads the rest of the epoch, not a replay of it."""
+        set_epoch) then reads the rest of the epoch, not a replay of it.
+
+        A finished pass loaded into a sampler already set to a later epoch: torchdata loads at
+        the next iter(), after the loop's set_epoch(e + 1), takes one iterator for the restored
+        pass (advanced with workers, not without) and, seeing it finished, another. So the next
+        iterator (made, advanced or not) is empty and the one after it reads the epoch that was
+        set, from its start, as a sampler without state would."""
+        later = self._epoch if self._epoch > epoch and self._remaining(consumed) == 0 else None
         self._epoch, self._resume_at, self._explicit, self._live = epoch, consumed, True, None
+        self._after_finished = later
 
     def state_dict(self) -> Dict[str, Any]:
         """A plain dict that resumes this sampler where it stands, on any number of ranks:

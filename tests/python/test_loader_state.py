@@ -238,6 +238,39 @@ def test_len_after_a_resume_is_a_whole_pass_as_pytorchs_and_torchdatas():
     assert state["consumed"] == 0
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+@pytest.mark.parametrize("kind", ["distsampler", "torchdata"])
+def test_a_checkpoint_taken_after_the_epoch_ended_resumes_at_the_next_epoch(kind, name,
+                                                                              workers):
+    """A checkpoint taken after epoch e's last batch, then set_epoch(e + 1) and a loop: epoch
+    e + 1, from its start, without a replay warning. torchdata's loader loads the sampler's
+    state at that iter(), after set_epoch(e + 1), takes an iterator for the restored (finished)
+    pass and then another: the state's epoch e must not replace the epoch that was set (it did:
+    epoch e again with workers, nothing without)."""
+    factory, is_batch = SAMPLERS[name]
+    options = dict(num_workers=workers, prefetch_factor=2) if workers else {}
+    epoch = 1
+    sampler = factory(2, 1)
+    dl = stateful_loader(kind, name, sampler, **options)
+    sampler.set_epoch(epoch)
+    list(dl)
+    state = dl.state_dict()
+    fresh = factory(2, 1)  # a fresh sampler: the wrapper's RandomSampler draws anew each pass
+    fresh.set_epoch(epoch + 1)
+    expected = units(list(stateful_loader(kind, name, fresh, **options)), is_batch)
+    assert expected
+    sampler = factory(2, 1)
+    dl = stateful_loader(kind, name, sampler, **options)
+    dl.load_state_dict(state)
+    sampler.set_epoch(epoch + 1)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*without a set_epoch")
+        assert units(list(dl), is_batch) == expected
+        sampler.set_epoch(epoch + 2)
+        assert units(list(dl), is_batch) != expected  # and on from there
+
+
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 def test_a_dataset_that_changed_size_is_an_error_at_the_next_pass(name):
     if name in ("weighted", "blended", "sharded", "wrapper", "bucketed"):
