@@ -17,11 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "cli_flags.h"
 #include "distsampler/dist/env.h"
 #include "distsampler/libtorch/sampler.h"
 #include "distsampler/loader/idx.h"
 
 namespace {
+
+using examples::kAtLeastOne;
+using examples::kDecimal;
+using examples::library_check;
 
 struct Flags {
   std::string data = "/usr/share/datasets/fashion-mnist";
@@ -36,45 +41,6 @@ struct Flags {
   double lr = 0.1;
   double min_accuracy = 0;  // exit 1 below it
 };
-
-// Unsigned decimal integers, read as std::stoull reads them: CLI11 alone would take "010" as
-// octal, "0x10" as hexadecimal and saturate on overflow. Normalises the text for CLI11.
-const CLI::Validator kDecimal(
-    [](std::string& s) -> std::string {
-      const std::string max = std::to_string(UINT64_MAX);
-      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
-        return "'" + s + "' is not a non-negative decimal integer";
-      }
-      s.erase(0, std::min(s.find_first_not_of('0'), s.size() - 1));
-      if (s.size() > max.size() || (s.size() == max.size() && s > max)) {
-        return s + " is too large; allowed: at most " + max;
-      }
-      return std::string();
-    },
-    "");
-
-// After kDecimal: the value is at least 1.
-const CLI::Validator kAtLeastOne(
-    [](std::string& s) { return s == "0" ? "0 is not allowed; allowed: >= 1" : std::string(); },
-    "");
-
-// A check by one of the library's own parsers (--seed, --order), its message without the
-// parameter's name (CLI11 puts the flag's name in front).
-template <typename Parse>
-CLI::Validator library_check(Parse parse) {
-  return CLI::Validator(
-      [parse](std::string& s) -> std::string {
-        try {
-          parse(s);
-          return std::string();
-        } catch (const std::invalid_argument& e) {
-          const std::string message = e.what();
-          const size_t eq = message.find(" = ");
-          return eq == std::string::npos ? message : message.substr(eq + 3);
-        }
-      },
-      "");
-}
 
 void add_flags(CLI::App& app, Flags& f) {
   app.option_defaults()->always_capture_default()->multi_option_policy(

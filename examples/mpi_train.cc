@@ -23,12 +23,17 @@
 #include <string>
 #include <vector>
 
+#include "cli_flags.h"
 #include "distsampler/dist/env.h"
 #include "distsampler/loader/data_loader.h"
 #include "distsampler/loader/idx.h"
 #include "distsampler/sampler.h"
 
 namespace {
+
+using examples::kAtLeastOne;
+using examples::kDecimal;
+using examples::library_check;
 
 using distsampler::Batch;
 using distsampler::DataLoader;
@@ -52,42 +57,6 @@ struct Flags {
   double min_accuracy = 0;  // exit 1 below it
 };
 
-// Unsigned decimal integers, read as std::stoull reads them: CLI11 alone would take "010" as
-// octal, "0x10" as hexadecimal and saturate on overflow. Normalises the text for CLI11.
-const CLI::Validator kDecimal(
-    [](std::string& s) -> std::string {
-      const std::string max = std::to_string(UINT64_MAX);
-      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
-        return "'" + s + "' is not a non-negative decimal integer";
-      }
-      s.erase(0, std::min(s.find_first_not_of('0'), s.size() - 1));
-      if (s.size() > max.size() || (s.size() == max.size() && s > max)) {
-        return s + " is too large; allowed: at most " + max;
-      }
-      return std::string();
-    },
-    "");
-
-// After kDecimal: the value is at least 1.
-const CLI::Validator kAtLeastOne(
-    [](std::string& s) { return s == "0" ? "0 is not allowed; allowed: >= 1" : std::string(); },
-    "");
-
-// --order through the library's own parser, its message without the parameter's name (CLI11
-// puts the flag's name in front).
-const CLI::Validator kOrder(
-    [](std::string& s) -> std::string {
-      try {
-        distsampler::parse_order_kind(s);
-        return std::string();
-      } catch (const std::invalid_argument& e) {
-        const std::string message = e.what();
-        const size_t eq = message.find(" = ");
-        return eq == std::string::npos ? message : message.substr(eq + 3);
-      }
-    },
-    "");
-
 void add_flags(CLI::App& app, Flags& f) {
   app.option_defaults()->always_capture_default()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last one counts
@@ -95,7 +64,8 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--variant", f.variant, "sampler variant")
       ->check(CLI::IsMember({"correct", "no-set-epoch", "no-sampler"}));
   app.add_option("--out-dir", f.out_dir, "directory for rank 0's CSV files");
-  app.add_option("--order", f.order, "sampler order: torch or feistel")->check(kOrder);
+  app.add_option("--order", f.order, "sampler order: torch or feistel")
+      ->check(library_check([](const std::string& s) { distsampler::parse_order_kind(s); }));
   app.add_option("--epochs", f.epochs, "epochs to train")->transform(kDecimal)->check(kAtLeastOne);
   app.add_option("--batch-size", f.batch_size, "batch size per rank")
       ->transform(kDecimal)

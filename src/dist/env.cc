@@ -23,17 +23,6 @@ constexpr Launcher kLaunchers[] = {
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
 };
 
-uint64_t parse_count(const char* name, const char* text) {
-  const std::string s = text;
-  bool ok = !s.empty() && s.size() <= 19;
-  for (char c : s) ok = ok && c >= '0' && c <= '9';
-  if (!ok) {
-    throw std::invalid_argument(std::string(name) + " = '" + s +
-                                "'; allowed: a decimal integer >= 0 (at most 19 digits)");
-  }
-  return std::stoull(s);
-}
-
 void check(uint64_t rank, uint64_t world_size, const std::string& rank_name,
            const std::string& size_name) {
   if (world_size == 0) throw std::invalid_argument(size_name + " = 0; allowed: >= 1");
@@ -63,6 +52,18 @@ void refuse_outside_a_step(const EnvLookup& lookup) {
 }
 
 }  // namespace
+
+uint64_t parse_env_count(const char* name, const char* text) {
+  const std::string s = text;
+  bool ok = !s.empty() && s.size() <= 19;
+  for (char c : s) ok = ok && c >= '0' && c <= '9';
+  if (!ok) {
+    throw std::invalid_argument(std::string(name) + " = '" + s +
+                                "'; allowed: a decimal integer >= 0 (at most 19 digits)");
+  }
+  return std::stoull(s);
+}
+
 
 bool slurm_in_step(const EnvLookup& lookup) {
   return lookup("SLURM_STEP_ID") != nullptr || lookup("SLURM_STEP_NUM_TASKS") != nullptr;
@@ -95,8 +96,8 @@ uint64_t slurm_tasks_on_node(const std::string& tasks_per_node, uint64_t node_id
     uint64_t count = 0;
     uint64_t repeat = 0;
     try {
-      count = parse_count(name, count_text.c_str());
-      repeat = parse_count(name, repeat_text.c_str());
+      count = parse_env_count(name, count_text.c_str());
+      repeat = parse_env_count(name, repeat_text.c_str());
     } catch (const std::invalid_argument&) {
       throw bad();
     }
@@ -125,12 +126,12 @@ std::optional<DistEnv> detect_dist_env(const EnvLookup& lookup) {
                                   l.source + " sets both");
     }
     DistEnv env;
-    env.rank = parse_count(l.rank, rank);
-    env.world_size = parse_count(size_name, size);
+    env.rank = parse_env_count(l.rank, rank);
+    env.world_size = parse_env_count(size_name, size);
     check(env.rank, env.world_size, l.rank, size_name);
     if (l.local_rank != nullptr) {
       if (const char* local = lookup(l.local_rank)) {
-        env.local_rank = parse_count(l.local_rank, local);
+        env.local_rank = parse_env_count(l.local_rank, local);
         if (*env.local_rank > env.rank) {
           throw std::invalid_argument(std::string(l.local_rank) + " = " + local +
                                       "; allowed: <= " + l.rank + " = " + rank);

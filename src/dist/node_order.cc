@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "distsampler/dist/env.h"
 #include "distsampler/hash.h"
 
 namespace distsampler {
@@ -544,17 +545,6 @@ uint64_t claim_instance(const NodeGroup& group, uint64_t config) {
   return (*next)[Key{group.job, group.node, group.local_rank, config}]++;
 }
 
-uint64_t parse_count(const char* name, const char* text) {
-  const std::string s = text;
-  bool ok = !s.empty() && s.size() <= 19;
-  for (char c : s) ok = ok && c >= '0' && c <= '9';
-  if (!ok) {
-    throw std::invalid_argument(std::string(name) + " = '" + s +
-                                "'; allowed: a decimal integer >= 0 (at most 19 digits)");
-  }
-  return std::stoull(s);
-}
-
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
@@ -572,17 +562,17 @@ std::optional<NodeGroup> detect_node_group(const EnvLookup& lookup) {
   };
   NodeGroup group;
   if (lookup("LOCAL_RANK") != nullptr && lookup("LOCAL_WORLD_SIZE") != nullptr) {
-    group.local_rank = parse_count("LOCAL_RANK", lookup("LOCAL_RANK"));
-    group.local_world_size = parse_count("LOCAL_WORLD_SIZE", lookup("LOCAL_WORLD_SIZE"));
+    group.local_rank = parse_env_count("LOCAL_RANK", lookup("LOCAL_RANK"));
+    group.local_world_size = parse_env_count("LOCAL_WORLD_SIZE", lookup("LOCAL_WORLD_SIZE"));
     group.job = "torchrun:" + value("TORCHELASTIC_RUN_ID") + "@" + value("MASTER_ADDR") + ":" +
                 value("MASTER_PORT") + "#" + value("TORCHELASTIC_RESTART_COUNT");
     group.node = host_name() + "/" + value("GROUP_RANK");
   } else if (lookup("OMPI_COMM_WORLD_LOCAL_RANK") != nullptr &&
              lookup("OMPI_COMM_WORLD_LOCAL_SIZE") != nullptr) {
     group.local_rank =
-        parse_count("OMPI_COMM_WORLD_LOCAL_RANK", lookup("OMPI_COMM_WORLD_LOCAL_RANK"));
+        parse_env_count("OMPI_COMM_WORLD_LOCAL_RANK", lookup("OMPI_COMM_WORLD_LOCAL_RANK"));
     group.local_world_size =
-        parse_count("OMPI_COMM_WORLD_LOCAL_SIZE", lookup("OMPI_COMM_WORLD_LOCAL_SIZE"));
+        parse_env_count("OMPI_COMM_WORLD_LOCAL_SIZE", lookup("OMPI_COMM_WORLD_LOCAL_SIZE"));
     group.job = "openmpi:" + value("OMPI_MCA_ess_base_jobid") + value("PMIX_NAMESPACE");
     group.node = host_name();
   } else if (slurm_in_step(lookup) && lookup("SLURM_LOCALID") != nullptr &&
@@ -593,8 +583,8 @@ std::optional<NodeGroup> detect_node_group(const EnvLookup& lookup) {
                                     ? "SLURM_STEP_TASKS_PER_NODE"
                                     : "SLURM_TASKS_PER_NODE";
     if (lookup(per_node_name) == nullptr) return std::nullopt;
-    const uint64_t node_id = parse_count("SLURM_NODEID", lookup("SLURM_NODEID"));
-    group.local_rank = parse_count("SLURM_LOCALID", lookup("SLURM_LOCALID"));
+    const uint64_t node_id = parse_env_count("SLURM_NODEID", lookup("SLURM_NODEID"));
+    group.local_rank = parse_env_count("SLURM_LOCALID", lookup("SLURM_LOCALID"));
     group.local_world_size = slurm_tasks_on_node(value(per_node_name), node_id, per_node_name);
     group.job = "slurm:" + value("SLURM_JOB_ID") + "." + value("SLURM_STEP_ID") + "@" +
                 value("SLURM_CLUSTER_NAME");

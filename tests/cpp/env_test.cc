@@ -56,6 +56,20 @@ TEST(DistEnv, InnermostLauncherWins) {
   EXPECT_EQ(e->rank, 6u);
 }
 
+TEST(DistEnv, ParseEnvCountTakesDecimalDigitsOnly) {
+  EXPECT_EQ(parse_env_count("X", "0"), 0u);
+  EXPECT_EQ(parse_env_count("X", "9999999999999999999"), 9999999999999999999u);
+  for (const char* bad : {"", " 1", "1 ", "+1", "-1", "0x10", "1e3", "10000000000000000000"}) {
+    try {
+      parse_env_count("SLURM_NODEID", bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("SLURM_NODEID = '") + bad +
+                                           "'; allowed: a decimal integer >= 0 (at most 19 digits)");
+    }
+  }
+}
+
 TEST(DistEnv, BadVariables) {
   EXPECT_EQ(error_of({{"RANK", "1"}}), "RANK is set but WORLD_SIZE is not; torchrun sets both");
   EXPECT_EQ(error_of({{"RANK", "x1"}, {"WORLD_SIZE", "2"}}),

@@ -34,6 +34,10 @@ using EnvLookup = std::function<const char*(const char*)>;
 std::optional<DistEnv> detect_dist_env(const EnvLookup& lookup);
 std::optional<DistEnv> detect_dist_env();  // the process environment
 
+// A launcher variable's value as a count (a rank, a size, a node id): decimal digits only, at
+// most 19. Throws std::invalid_argument naming `name`, the value and what is allowed otherwise.
+uint64_t parse_env_count(const char* name, const char* text);
+
 // Whether SLURM's variables describe a job step this process is a task of (srun sets
 // SLURM_STEP_ID and SLURM_STEP_NUM_TASKS; a batch script or an salloc shell has neither).
 bool slurm_in_step(const EnvLookup& lookup);
