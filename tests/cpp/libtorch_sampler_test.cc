@@ -293,16 +293,16 @@ TEST(LibtorchSampler, SetEpochSurvivesMakeDataLoader) {
   }
 }
 
-// Without set_epoch, libtorch's loader replays one order (above). Here each pass the loader
-// starts (reset() at begin(), the first next() after it) advances the epoch, with one warning;
-// auto_epoch = false is PyTorch's behaviour: the same order again.
-TEST(LibtorchSampler, ForgottenSetEpochAdvances) {
+// Without set_epoch, libtorch's loader replays one order (above), and so does ours by default,
+// warning once that it replays; with auto_epoch = true each pass the loader starts (reset() at
+// begin(), the first next() after it) advances the epoch, with one warning.
+TEST(LibtorchSampler, ForgottenSetEpochReplaysByDefaultAndAdvancesWithAutoEpoch) {
   const size_t n = 40, w = 2, r = 0, bs = 5;
   WarningCollector warnings;
   c10::Warning::WarningHandlerGuard guard(&warnings);
   for (size_t workers : {0, 2}) {
     warnings.messages.clear();
-    DistributedSampler sampler(n, w, r);
+    DistributedSampler sampler(n, w, r, true, 0, false, /*auto_epoch=*/true);
     const auto ours = run_loader(n, sampler, bs, workers, 3, [](uint64_t) {});
     for (uint64_t e = 0; e < 3; ++e) {
       EXPECT_EQ(ours[e], chunk(core_indices(options_of(n, w, r), e), bs)) << workers << e;
@@ -310,14 +310,24 @@ TEST(LibtorchSampler, ForgottenSetEpochAdvances) {
     EXPECT_NE(ours[0], ours[1]);
     EXPECT_NE(ours[1], ours[2]);
     ASSERT_EQ(warnings.messages.size(), 1u);
-    EXPECT_NE(warnings.messages[0].find("set_epoch"), std::string::npos);
+    EXPECT_NE(warnings.messages[0].find("advancing to epoch 1"), std::string::npos);
   }
-  DistributedSampler pytorch_like(n, w, r, true, 0, false, /*auto_epoch=*/false);
+  warnings.messages.clear();
+  DistributedSampler pytorch_like(n, w, r);
+  EXPECT_FALSE(pytorch_like.auto_epoch());
   const auto same = run_loader(n, pytorch_like, bs, 0, 3, [](uint64_t) {});
+  EXPECT_EQ(same[0], chunk(core_indices(options_of(n, w, r), 0), bs));
   EXPECT_EQ(same[1], same[0]);
   EXPECT_EQ(same[2], same[0]);
+  ASSERT_EQ(warnings.messages.size(), 1u);
+  EXPECT_NE(warnings.messages[0].find("replays epoch 0's order"), std::string::npos);
+  EXPECT_NE(warnings.messages[0].find("set_epoch"), std::string::npos);
+  warnings.messages.clear();
+  DistributedSampler unshuffled(n, w, r, /*shuffle=*/false);
+  run_loader(n, unshuffled, bs, 0, 2, [](uint64_t) {});
+  EXPECT_TRUE(warnings.messages.empty());  // replaying an unshuffled order repeats nothing new
   // A reset() without a next() starts no pass: two resets in a row advance once.
-  DistributedSampler s(n, w, r);
+  DistributedSampler s(n, w, r, true, 0, false, /*auto_epoch=*/true);
   read_pass(s, bs);
   s.reset();
   s.reset();
@@ -362,7 +372,7 @@ void from_bytes(DistributedSampler& sampler, const std::string& bytes) {
 // mid-epoch resumes with 3 ranks that read exactly the rest, every index once.
 TEST(LibtorchSampler, SaveLoadResumesOnAnotherWorldSize) {
   const uint64_t n = 103, bs = 5, epoch = 2, taken_batches = 4;
-  WarningCollector warnings;  // the passes after the resumed epoch advance by themselves
+  WarningCollector warnings;  // the pass after the reloaded complete epoch advances by itself
   c10::Warning::WarningHandlerGuard guard(&warnings);
   std::vector<std::string> saved;
   std::map<uint64_t, int> reads;  // index -> reads at real global positions
@@ -390,8 +400,9 @@ TEST(LibtorchSampler, SaveLoadResumesOnAnotherWorldSize) {
     for (size_t i = 0; i < rest.size(); ++i) {
       if (consumed + r + 3 * i < n) ++reads[rest[i]];
     }
-    // After the pass: the epoch is complete, and the next pass moves on.
+    // After the pass: the epoch is complete, and the next epoch's pass reads it whole.
     EXPECT_GE(resumed.state().consumed, n);
+    resumed.set_epoch(epoch + 1);
     resumed.reset();
     EXPECT_EQ(flat(read_pass(resumed, bs)), core_indices(options_of(n, 3, r, 9), epoch + 1));
   }
@@ -403,7 +414,7 @@ TEST(LibtorchSampler, SaveLoadResumesOnAnotherWorldSize) {
   DistributedSampler done(n, 4, 0, true, 9);
   done.set_epoch(epoch);
   read_pass(done, 64);
-  DistributedSampler other(n, 4, 0, true, 9);
+  DistributedSampler other(n, 4, 0, true, 9, false, /*auto_epoch=*/true);
   from_bytes(other, to_bytes(done));
   EXPECT_EQ(other.state(), done.state());
   EXPECT_EQ(flat(read_pass(other, 64)), core_indices(options_of(n, 4, 0, 9), epoch + 1));

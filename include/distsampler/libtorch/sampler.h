@@ -69,10 +69,12 @@ inline SamplerState read_state(torch::serialize::InputArchive& archive);
 // Passes. A pass is one epoch's share, read by next(); it starts at the first next() after
 // construction, reset() or load(), and runs until the next reset() (the DataLoader calls reset()
 // at every begin(), never at construction; after the share is exhausted next() returns nullopt
-// until then). set_epoch(e) makes the next pass read epoch e. With auto_epoch (the default) a
-// pass started without a set_epoch() call since the previous pass reads the previous pass's
-// epoch + 1 and warns once (c10 warning): forgetting set_epoch does not replay an order. An
-// explicit set_epoch always wins; auto_epoch = false is PyTorch's behaviour, repeats included.
+// until then). set_epoch(e) makes the next pass read epoch e. By default a pass started without a
+// set_epoch() call since the previous pass replays the previous pass's epoch, as libtorch's and
+// PyTorch's samplers do, and a shuffled one warns once (c10 warning) naming set_epoch. With
+// auto_epoch = true such a pass reads the previous pass's epoch + 1 instead (and warns once):
+// every rank must then start the same number of passes, or the ranks read different epochs and
+// their shares overlap. An explicit set_epoch always wins.
 //
 // Checkpoints. save()/state() record (configuration fingerprint, epoch, consumed): the job read
 // global positions [0, consumed) of the epoch, all ranks together, counted from what next()
@@ -86,9 +88,9 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<siz
  public:
   // PyTorch's DistributedSampler arguments. randperm is kLibtorchRandperm.
   DistributedSampler(uint64_t size, uint64_t num_replicas, uint64_t rank, bool shuffle = true,
-                     Seed seed = 0, bool drop_last = false, bool auto_epoch = true);
+                     Seed seed = 0, bool drop_last = false, bool auto_epoch = false);
   // Any SamplerOptions (order, randperm, uneven, ...); validated as sampler.h's constructor does.
-  explicit DistributedSampler(const SamplerOptions& options, bool auto_epoch = true);
+  explicit DistributedSampler(const SamplerOptions& options, bool auto_epoch = false);
 
   const SamplerOptions& options() const { return state_->core.options(); }
   bool auto_epoch() const { return state_->auto_epoch; }
@@ -276,9 +278,18 @@ inline torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batc
               " so that it gets a new order (libtorch's and PyTorch's samplers would "
               "repeat epoch " +
               std::to_string(epoch - 1) +
-              "'s order). Call sampler.set_epoch(epoch) before each epoch, or pass "
-              "auto_epoch = false for PyTorch's behaviour. Shown once per sampler.";
+              "'s order). Every rank must start the same number of passes, or the ranks "
+              "read different epochs and their shares overlap; calling "
+              "sampler.set_epoch(epoch) before each epoch avoids that. Shown once per sampler.";
         }
+      } else if (!s.explicit_epoch && s.core.options().shuffle && !s.warned) {
+        warning =
+            "distsampler::libtorch::DistributedSampler: a pass started without a set_epoch() "
+            "call: it replays epoch " +
+            std::to_string(epoch) +
+            "'s order, as libtorch's and PyTorch's samplers do. Call sampler.set_epoch(epoch) "
+            "before each epoch to get a new order (or pass auto_epoch = true to advance "
+            "automatically). Shown once per sampler.";
       }
       // Throws (changing nothing) when the epoch cannot be read.
       RankView view = s.core.epoch(epoch, std::min<uint64_t>(start, s.core.options().size));
