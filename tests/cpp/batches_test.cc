@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "distsampler/policies/wrap.h"
 #include "distsampler/sampler.h"
 
 namespace distsampler {
@@ -110,18 +109,6 @@ TEST(Bucketed, BucketingReducesPaddingWaste) {
   random.size = 4096;
   random.kind = OrderKind::kFeistel;
   EXPECT_LT(waste(*make_bucketed_order(o, 0)), waste(*make_epoch_order(random, 0)) / 4);
-}
-
-TEST(Wrap, DistributesAUserSequenceWithAnyPartition) {
-  std::vector<uint64_t> user = {5, 5, 9, 1, 0, 7, 7, 7, 3, 2, 8};  // repeats allowed
-  for (uint64_t w : {1, 3, 8}) {
-    std::vector<uint64_t> stream(user.size());
-    for (uint64_t r = 0; r < w; ++r) {
-      const RankView v(make_sequence_order(user), Partition{user.size(), w, r, false, 0, true}, 0);
-      for (uint64_t i = 0; i < v.size(); ++i) stream[r + i * w] = v[i];
-    }
-    EXPECT_EQ(stream, user);
-  }
 }
 
 TEST(BatchView, BadOptionsAreClearErrors) {
