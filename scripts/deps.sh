@@ -97,18 +97,32 @@ build_project() {
 
 # The PyTorch 2 stack the Python tests also run on (tests/CMakeLists.txt's
 # DISTSAMPLER_TORCH2_PYTHON): the virtual environment .venv at the repository root with
-# requirements/torch2.txt, every package pinned there (see its header). Made when missing, brought
-# up to date with `pip install -r` when that file changed since: .venv keeps the hash of the file
-# it was last installed from. Its interpreter: the first python3 on PATH that is not Debian's, if
-# it is CPython of the same version as /usr/bin/python3 (3.11 on Debian 12, e.g. pyenv's): the
-# extension in build/python is built for Debian's interpreter and loads in both stacks only then;
-# else Debian's own (python3-venv). pip reaches what the machine configures for it (the index and
-# its on-disk wheels), nothing else. Prints the interpreter's path last.
+# requirements/torch2.txt, every package pinned there (see its header). Prints the interpreter's
+# path last.
 ensure_torch2_venv() {
+  ensure_pinned_venv .venv requirements/torch2.txt
+}
+
+# The peers the benchmarks compare against (bench/peers.py: Grain, MosaicML Streaming, torchdata
+# and torch 2): the virtual environment .venv-peers with requirements/peers.txt, every package
+# pinned there. Only scripts/bench.sh makes it, never the tests. Prints the interpreter's path last.
+ensure_peers_venv() {
+  ensure_pinned_venv .venv-peers requirements/peers.txt
+}
+
+# The virtual environment $1 (relative to the repository root) with the pinned lock file $2:
+# made when missing, brought up to date with `pip install -r` when that file changed since: the
+# venv keeps the hash of the file it was last installed from. Its interpreter: the first python3
+# on PATH that is not Debian's, if it is CPython of the same version as /usr/bin/python3 (3.11 on
+# Debian 12, e.g. pyenv's): the extension in build/python is built for Debian's interpreter and
+# loads in both stacks only then; else Debian's own (python3-venv). pip reaches what the machine
+# configures for it (the index and its on-disk wheels), nothing else. Prints the interpreter's
+# path last.
+ensure_pinned_venv() {
   local root venv lock stamp want version base
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd) || return 1
-  venv=$root/.venv
-  lock=$root/requirements/torch2.txt
+  venv=$root/$1
+  lock=$root/$2
   stamp=$venv/distsampler-requirements.sha256
   want=$(sha256sum "$lock" | cut -d' ' -f1) || return 1
   version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') || return 1
@@ -118,7 +132,7 @@ ensure_torch2_venv() {
     rm -rf "$venv" && "$base" -m venv "$venv" || return 1
   fi
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "Installing requirements/torch2.txt into $venv (a few minutes the first time)" >&2
+    echo "Installing $2 into $venv (a few minutes the first time)" >&2
     "$venv/bin/python" -m pip install -qq -r "$lock" >&2 &&
       "$venv/bin/python" -m pip check >&2 &&
       echo "$want" >"$stamp" || return 1
@@ -133,7 +147,7 @@ sys.exit(platform.python_implementation() != 'CPython' or '%d.%d' % sys.version_
     2>/dev/null
 }
 
-# The interpreter ensure_torch2_venv makes the venv with, for Python version $1.
+# The interpreter ensure_pinned_venv makes a venv with, for Python version $1.
 torch2_base_python() {
   local debian candidate
   debian=$(readlink -f /usr/bin/python3)
