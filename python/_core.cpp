@@ -388,9 +388,6 @@ PYBIND11_MODULE(_core, m) {
            py::arg("batch_size"), py::arg("world_size"), py::arg("rank"), py::arg("drop_last"))
       .def("__len__", &BatchView::size)
       .def_property_readonly("batch_size", &BatchView::batch_size)
-      .def_property_readonly("num_global_batches", &BatchView::num_global_batches)
-      .def("global_batch", &BatchView::global_batch, py::arg("j"))
-      .def("is_padding", &BatchView::is_padding, py::arg("j"))
       .def("global_indices", &BatchView::global, py::arg("b"))
       .def("__getitem__", &BatchView::operator[], py::arg("j"));
 
@@ -451,7 +448,6 @@ PYBIND11_MODULE(_core, m) {
   py::class_<QuotaSchedule>(m, "QuotaSchedule")
       .def(py::init([](const Array<double>& weights) { return QuotaSchedule(to_vector(weights)); }),
            py::arg("weights"))
-      .def_property_readonly("num_datasets", &QuotaSchedule::num_datasets)
       .def_property_readonly("weights", &QuotaSchedule::weights)
       .def_property_readonly("quota_weights", &QuotaSchedule::quota_weights)
       .def_property_readonly("quota_total", &QuotaSchedule::quota_total)
@@ -494,7 +490,6 @@ PYBIND11_MODULE(_core, m) {
            py::arg("sizes"), py::arg("weights"), py::arg("samples_per_epoch"),
            py::arg("world_size"), py::arg("rank"), py::arg("seed"), py::arg("drop_last"))
       .def_property_readonly("num_samples", &BlendedSampler::num_samples)
-      .def_property_readonly("num_datasets", &BlendedSampler::num_datasets)
       .def_property_readonly("schedule", [](const BlendedSampler& s) { return s.schedule(); })
       .def(
           "global_sample",
