@@ -2,7 +2,10 @@
 # The one benchmark command. Builds the benchmarks and runs, side by side in one run: ours,
 # PyTorch's DistributedSampler and torch.randperm, libtorch's DistributedRandomSampler, the CLI,
 # the Python package, and the loader against torch's DataLoader; writes docs/benchmarks.md
-# (a few minutes). Usage, as root on Debian 12:  bash scripts/bench.sh [--full]
+# (a few minutes). Then the peers stage (bench/peers.py): Grain, MosaicML Streaming, torchdata and
+# torch 2 from their own venv .venv-peers (made here from requirements/peers.txt, a few minutes the
+# first time), written as the "Peers" section of docs/benchmarks.md; DISTSAMPLER_BENCH_PEERS=0
+# skips it. Usage, as root on Debian 12:  bash scripts/bench.sh [--full]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -10,3 +13,7 @@ ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_BENCH_PACKAGES $DISTSAM
 build_project -DDISTSAMPLER_BUILD_BENCHMARKS=ON
 cmake --build build --target loader_throughput
 /usr/bin/python3 bench/compare.py --build build --write docs/benchmarks.md "$@"
+if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
+  peers_python=$(ensure_peers_venv)
+  PYTHONPATH=build/python "$peers_python" bench/peers.py --write docs/benchmarks.md
+fi
