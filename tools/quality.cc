@@ -57,6 +57,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -497,6 +498,55 @@ std::string size_name(uint64_t n) { return n == 10000000 ? "10^7" : std::to_stri
 
 }  // namespace
 
+// FILE: permutations of [0, n) as little-endian uint64 values, one after the other (the key
+// count is the file's size / 8n). Prints one markdown row per statistic for them and for the
+// reference shuffle at the same n and keys, then the worst |z| of each. Exit 0, or 2 when the file
+// is not a whole number of permutations of [0, n).
+int check_permutation_file(const std::string& path, uint64_t n, const std::string& name) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint64_t> all;
+  uint64_t value = 0;
+  while (in.read(reinterpret_cast<char*>(&value), sizeof value)) all.push_back(value);
+  if (n < 2 || all.empty() || all.size() % n != 0) {
+    std::cerr << path << ": " << all.size() << " values; expected a positive multiple of n = " << n
+              << " (n >= 2)\n";
+    return 2;
+  }
+  const int keys = static_cast<int>(all.size() / n);
+  for (int k = 0; k < keys; ++k) {
+    std::vector<bool> seen(n, false);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t v = all[k * n + i];
+      if (v >= n || seen[v]) {
+        std::cerr << path << ": key " << k << " is not a permutation of [0, " << n
+                  << "): value " << v << " at position " << i << "\n";
+        return 2;
+      }
+      seen[v] = true;
+    }
+  }
+  double worst = 0, worst_reference = 0;
+  std::printf("| order | n | keys | statistic | pooled z | worst key's z (where) |\n"
+              "|---|---|---|---|---|---|\n");
+  std::printf("%s", quality::check_permutations(
+                        name, n, keys,
+                        [&](uint64_t, uint64_t key, uint64_t* out) {
+                          std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(key * n), n, out);
+                        },
+                        &worst)
+                        .c_str());
+  std::printf("%s", quality::check_permutations(
+                        "uniform (reference)", n, keys,
+                        [](uint64_t m, uint64_t key, uint64_t* out) {
+                          reference_shuffle(m, key + 1, 0, out);
+                        },
+                        &worst_reference)
+                        .c_str());
+  std::printf("\nworst |z|: %s %.2f, uniform (reference) %.2f\n", name.c_str(), worst,
+              worst_reference);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   bool long_mode = false, structure_only = false;
   uint64_t max_n = ~uint64_t{0};
@@ -521,10 +571,16 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--markdown" && i + 1 < argc) {
       markdown = argv[++i];
+    } else if (arg == "--permutations" && i + 3 < argc) {
+      // --permutations FILE N NAME: the structure-aware statistics on another library's orders
+      // (bench/peers_quality.py writes them), beside the reference shuffle's at the same n and
+      // keys.
+      return check_permutation_file(argv[i + 1], std::stoull(argv[i + 2]), argv[i + 3]);
     } else {
       std::cerr << "usage: quality [--long] [--structure-only] [--max-size N] [--threads T] "
                    "[--markdown PATH]\n"
-                   "       quality --sweep N KEYS MAX_ROUNDS FIRST_SEED\n";
+                   "       quality --sweep N KEYS MAX_ROUNDS FIRST_SEED\n"
+                   "       quality --permutations FILE N NAME\n";
       return 2;
     }
   }

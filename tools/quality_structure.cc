@@ -623,6 +623,25 @@ std::string sweep_rounds(uint64_t n, int keys, int max_rounds, uint64_t first_se
   return out.str();
 }
 
+std::string check_permutations(const std::string& name, uint64_t n, int keys, const Fill& fill,
+                               double* worst_out) {
+  const Gen g{name, fill, false, false};
+  const std::vector<Row> rows = rows_of(run_generator(g, n, keys, 0));
+  std::ostringstream out;
+  double worst = 0;
+  for (const Row& row : rows) {
+    const double z =
+        std::max(std::fabs(row.pooled), row.has_worst_key ? std::fabs(row.worst_key) : 0);
+    worst = std::max(worst, z);
+    out << "| " << name << " | " << size_name(n) << " | " << keys << " | " << row.statistic
+        << " | " << fmt(row.pooled) << " | "
+        << (row.has_worst_key ? fmt(row.worst_key) + " (" + row.where + ")" : std::string("-"))
+        << " |\n";
+  }
+  if (worst_out != nullptr) *worst_out = worst;
+  return out.str();
+}
+
 StructureReport run_structure(bool long_mode, const Fill& reference, uint64_t max_n,
                               int thread_count) {
   StructureReport rep;

@@ -33,6 +33,13 @@ StructureReport run_structure(bool long_mode, const Fill& reference, uint64_t ma
 // statistic per round count: how the default's rounds were chosen.
 std::string sweep_rounds(uint64_t n, int keys, int max_rounds, uint64_t first_seed);
 
+// The statistics on `keys` permutations of [0, n) from elsewhere (a peer library's order):
+// fill(n, key, out) writes key's permutation, key in [0, keys). Returns one markdown row per
+// statistic (| name | n | keys | statistic | pooled z | worst key's z (where) |); *worst_out, when
+// given, receives the largest |z| of them.
+std::string check_permutations(const std::string& name, uint64_t n, int keys, const Fill& fill,
+                               double* worst_out = nullptr);
+
 }  // namespace quality
 
 #endif  // DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
