@@ -4,8 +4,9 @@
 # the Python package, and the loader against torch's DataLoader; writes docs/benchmarks.md
 # (a few minutes). Then the peers stage (bench/peers.py): Grain, MosaicML Streaming, torchdata and
 # torch 2 from their own venv .venv-peers (made here from requirements/peers.txt, a few minutes the
-# first time), written as the "Peers" section of docs/benchmarks.md; DISTSAMPLER_BENCH_PEERS=0
-# skips it. Usage, as root on Debian 12:  bash scripts/bench.sh [--full]
+# first time), written as the "Peers" section of docs/benchmarks.md, and bench/peers_quality.py:
+# the quality battery's structure-aware statistics on their orders, a section of docs/quality.md;
+# DISTSAMPLER_BENCH_PEERS=0 skips both. Usage, as root on Debian 12:  bash scripts/bench.sh [--full]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -16,4 +17,8 @@ cmake --build build --target loader_throughput
 if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
   peers_python=$(ensure_peers_venv)
   PYTHONPATH=build/python "$peers_python" bench/peers.py --write docs/benchmarks.md
+  # The quality battery's structure-aware statistics on Grain's and Streaming's orders.
+  cmake --build build --target quality
+  PYTHONPATH=build/python "$peers_python" bench/peers_quality.py build/bin/quality \
+    --write docs/quality.md
 fi
