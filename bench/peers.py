@@ -95,14 +95,6 @@ def machine():
             "percent or more, the ratios less)")
 
 
-class Sized:
-    def __init__(self, n):
-        self.n = n
-
-    def __len__(self):
-        return self.n
-
-
 class Items:
     """A map-style dataset whose item is its index (the loader's cost, not the data's)."""
 
@@ -114,6 +106,24 @@ class Items:
 
     def __getitem__(self, i):
         return i
+
+
+def replace_section(path, heading, section):
+    """Replaces the markdown section that starts with the line `heading` (up to the next "## "
+    heading) in the file at `path` by `section`, or appends it when there is none."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    match = re.search(r"^" + re.escape(heading) + r"\n.*?(?=^## |\Z)", text, re.M | re.S)
+    if match:
+        text = text[:match.start()] + section + ("\n" if match.end() < len(text) else "") + \
+            text[match.end():]
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text else "") + section
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def main():
@@ -196,7 +206,7 @@ def main():
                 out.append(int(one[0]))
             return out
         ours_s, ours_out = median_seconds(ours_calls)
-        bulk = Ours(Sized(n), num_replicas=1, rank=0, seed=SEED, order="feistel", prefetch=False)
+        bulk = Ours(Items(n), num_replicas=1, rank=0, seed=SEED, order="feistel", prefetch=False)
         bulk_s, bulk_out = median_seconds(lambda: bulk.indices(0))
         if bulk_out[positions].tolist() != ours_out:
             raise RuntimeError("ours: RankView.fill and indices(0) disagree")
@@ -227,7 +237,7 @@ def main():
         share = n // W
 
         def pytorch():
-            s = TorchSampler(Sized(n), num_replicas=W, rank=RANK, shuffle=True, seed=SEED)
+            s = TorchSampler(Items(n), num_replicas=W, rank=RANK, shuffle=True, seed=SEED)
             s.set_epoch(0)
             return list(iter(s))
         torch_s, torch_out = median_seconds(pytorch)
@@ -245,7 +255,7 @@ def main():
         rows.append(("Grain `IndexSampler`, sampler[i].record_key", grain_s * share / count,
                      share, "~"))
         for order in ("torch", "feistel"):
-            ours = Ours(Sized(n), num_replicas=W, rank=RANK, seed=SEED, order=order,
+            ours = Ours(Items(n), num_replicas=W, rank=RANK, seed=SEED, order=order,
                         prefetch=False)
             s, out = median_seconds(lambda: ours.indices(0))
             if order == "torch" and out.tolist() != torch_out:
@@ -289,7 +299,7 @@ def main():
                 raise RuntimeError(f"Streaming {algo} returned {len(order)} samples, not {n}")
             emit(f"| {fmt_n(n)} | Streaming {algo} | {fmt_s(s)} | {1e9 * s / n:.1f} | "
                  f"{ratio(base, 1e9 * s / n)} |")
-        bulk = Ours(Sized(n), num_replicas=1, rank=0, seed=SEED, order="feistel", prefetch=False)
+        bulk = Ours(Items(n), num_replicas=1, rank=0, seed=SEED, order="feistel", prefetch=False)
         s, _ = median_seconds(lambda: bulk.indices(0))
         emit(f"| {fmt_n(n)} | ours, feistel, `indices(0)`, W = 1 | {fmt_s(s)} | "
              f"{1e9 * s / n:.1f} | {ratio(base, 1e9 * s / n)} |")
@@ -363,20 +373,7 @@ def main():
     emit(f"Whole peers run: {time.time() - started:.0f} s.")
 
     if args.write:
-        section = "\n".join(lines) + "\n"
-        try:
-            with open(args.write) as f:
-                text = f.read()
-        except FileNotFoundError:
-            text = ""
-        match = re.search(r"^## Peers\n.*?(?=^## |\Z)", text, re.M | re.S)
-        if match:
-            text = text[:match.start()] + section + ("\n" if match.end() < len(text) else "") + \
-                text[match.end():]
-        else:
-            text = text.rstrip("\n") + ("\n\n" if text else "") + section
-        with open(args.write, "w") as f:
-            f.write(text)
+        replace_section(args.write, "## Peers", "\n".join(lines) + "\n")
         print(f"wrote the Peers section of {args.write}")
     return 0
 

@@ -503,10 +503,11 @@ std::string size_name(uint64_t n) { return n == 10000000 ? "10^7" : std::to_stri
 // reference shuffle at the same n and keys, then the worst |z| of each. Exit 0, or 2 when the file
 // is not a whole number of permutations of [0, n).
 int check_permutation_file(const std::string& path, uint64_t n, const std::string& name) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint64_t> all;
-  uint64_t value = 0;
-  while (in.read(reinterpret_cast<char*>(&value), sizeof value)) all.push_back(value);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff bytes = in ? static_cast<std::streamoff>(in.tellg()) : 0;
+  std::vector<uint64_t> all(static_cast<size_t>(bytes) / sizeof(uint64_t));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(all.data()), static_cast<std::streamsize>(all.size() * 8));
   if (n < 2 || all.empty() || all.size() % n != 0) {
     std::cerr << path << ": " << all.size() << " values; expected a positive multiple of n = " << n
               << " (n >= 2)\n";
