@@ -57,10 +57,8 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options)
 RankView DistributedSampler::epoch(uint64_t epoch) const { return this->epoch(epoch, 0); }
 
 RankView DistributedSampler::epoch(uint64_t epoch, uint64_t start) const {
-  Partition resumed = partition_;
-  resumed.start = start;
-  resumed.validate();
-  return RankView(make_epoch_order(options_.order_options(), epoch), resumed, epoch);
+  return RankView(make_epoch_order(options_.order_options(), epoch), partition_.resumed_at(start),
+                  epoch);
 }
 
 }  // namespace distsampler

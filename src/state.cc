@@ -33,6 +33,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "distsampler/pass.h"
 #include "distsampler/torch_random.h"
 
 namespace distsampler {
@@ -543,12 +544,9 @@ SamplerState make_state(const DistributedSampler& sampler, uint64_t epoch, uint6
 }
 
 uint64_t consumed_after(const RankView& view, uint64_t taken) {
-  if (taken > view.size()) {
-    throw std::out_of_range(
-        "taken = " + std::to_string(taken) +
-        " is out of range; allowed: taken <= num_samples = " + std::to_string(view.size()));
-  }
-  return view.partition().start + taken * view.partition().world_size;
+  const Partition& partition = view.partition();
+  return Pass{view.epoch(), partition.start, partition.world_size, view.size(), 0}.consumed_after(
+      taken);
 }
 
 RankView resume(const DistributedSampler& sampler, const SamplerState& state) {
@@ -562,9 +560,7 @@ RankView resume(const DistributedSampler& sampler, const SamplerState& state) {
     }
     throw std::invalid_argument(message);
   }
-  // A consumed count past the order's end means the epoch is complete (padding consumed).
-  const uint64_t start = state.consumed < here.size ? state.consumed : here.size;
-  return sampler.epoch(state.epoch, start);
+  return sampler.epoch(state.epoch, state.consumed);
 }
 
 }  // namespace distsampler

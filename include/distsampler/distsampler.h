@@ -6,6 +6,7 @@
 #include "distsampler/hash.h"
 #include "distsampler/order.h"
 #include "distsampler/partition.h"
+#include "distsampler/pass.h"
 #include "distsampler/policies/batches.h"
 #include "distsampler/policies/blend.h"
 #include "distsampler/policies/shards.h"

@@ -35,6 +35,15 @@ struct Partition {
   // Throws std::invalid_argument naming the field, the value and the allowed range.
   void validate() const;
 
+  // This partition resumed at global position `start` of the epoch: the one place a start is
+  // clamped. Any start at or past size (a loaded checkpoint of a complete epoch) becomes size,
+  // which leaves no samples.
+  Partition resumed_at(uint64_t position) const {
+    Partition resumed = *this;
+    resumed.start = position < size ? position : size;
+    return resumed;
+  }
+
   // Samples per rank (PyTorch's num_samples): the same on every rank, except in uneven mode.
   uint64_t num_samples() const {
     const uint64_t remaining = start < size ? size - start : 0;

@@ -130,9 +130,12 @@ class DistributedSampler {
   RankView epoch(uint64_t epoch) const;
   // The same epoch resumed at global position `start` (the elastic rule, partition.h): rank r
   // reads start + r, start + r + W, ...; after each rank took k samples from a view started at
-  // C, the job has consumed C + k * W. A start at or past size() leaves an empty view (the epoch
-  // is complete). Throws std::invalid_argument when start > 2^63.
+  // C, the job has consumed C + k * W (pass.h's Pass::consumed_after). Any start at or past
+  // size() leaves an empty view: the epoch is complete (Partition::resumed_at).
   RankView epoch(uint64_t epoch, uint64_t start) const;
+  // The samples this rank reads in an epoch resumed at global position `start`: the size of
+  // epoch(e, start), without building the epoch's order.
+  uint64_t remaining(uint64_t start) const { return partition_.resumed_at(start).num_samples(); }
 
  private:
   SamplerOptions options_;

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "distsampler/pass.h"
 #include "distsampler/sampler.h"
 #include "distsampler/state.h"
 
@@ -93,7 +93,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<siz
   explicit DistributedSampler(const SamplerOptions& options, bool auto_epoch = false);
 
   const SamplerOptions& options() const { return state_->core.options(); }
-  bool auto_epoch() const { return state_->auto_epoch; }
+  bool auto_epoch() const { return state_->cursor.auto_epoch(); }
   // The epoch of the latest pass, or of the next one before any.
   uint64_t epoch() const;
   // The indices of the pass in progress, or of the next pass (after load(): what it resumes).
@@ -128,41 +128,18 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<siz
   void load(torch::serialize::InputArchive& archive) override;
 
  private:
-  struct Pass {
-    uint64_t epoch = 0;
-    uint64_t start = 0;  // global position the pass starts at (a loaded consumed count)
-    uint64_t taken = 0;  // indices next() handed out
-    uint64_t total = 0;  // indices in the pass
-    bool finished() const { return taken >= total; }
-  };
   struct Shared {
-    explicit Shared(const SamplerOptions& options, bool auto_epoch_)
-        : core(options), auto_epoch(auto_epoch_) {}
+    explicit Shared(const SamplerOptions& options, bool auto_epoch)
+        : core(options), cursor(auto_epoch) {}
     std::mutex mutex;
     const ::distsampler::DistributedSampler core;
-    const bool auto_epoch;
-    uint64_t epoch = 0;
-    bool explicit_epoch = true;  // the next pass reads (epoch, resume_at) as they are
-    uint64_t resume_at = 0;
-    std::optional<Pass> live;      // the latest pass that started
-    std::optional<RankView> view;  // its indices, while next() reads it (until reset())
-    bool warned = false;
+    PassCursor cursor;             // the passes (pass.h)
+    std::optional<RankView> view;  // the live pass's indices, while next() reads it (until reset())
   };
 
-  // Items a pass starting at global position `start` reads on this rank.
-  static uint64_t remaining(const Shared& s, uint64_t start) {
-    Partition p = s.core.partition();
-    p.start = std::min<uint64_t>(start, s.core.options().size);
-    return p.num_samples();
-  }
-  // (epoch, consumed) a checkpoint taken now records; the caller holds the mutex.
-  static SamplerState position(const Shared& s) {
-    const auto& live = s.live;
-    if (live && (!s.explicit_epoch || (live->epoch == s.epoch && !live->finished()))) {
-      return make_state(s.core, live->epoch,
-                        live->start + live->taken * s.core.options().world_size);
-    }
-    return make_state(s.core, s.epoch, s.resume_at);
+  // The checkpoint at `position`; the caller holds the mutex.
+  static SamplerState state_at(const Shared& s, const Position& position) {
+    return make_state(s.core, position.epoch, position.consumed);
   }
 
   std::shared_ptr<Shared> state_;
@@ -223,23 +200,22 @@ inline DistributedSampler::DistributedSampler(const SamplerOptions& options, boo
 
 inline uint64_t DistributedSampler::epoch() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->epoch;
+  return state_->cursor.epoch();
 }
 
 inline uint64_t DistributedSampler::num_samples() const {
   const Shared& s = *state_;
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (s.explicit_epoch) return remaining(s, s.resume_at);
-  if (s.view && !s.live->finished()) return s.live->total;
-  return remaining(s, 0);
+  const PassCursor& cursor = s.cursor;
+  if (cursor.explicit_epoch()) return s.core.remaining(cursor.resume_at());
+  if (s.view && !cursor.live()->finished()) return cursor.live()->total;
+  return s.core.remaining(0);
 }
 
 inline void DistributedSampler::set_epoch(uint64_t epoch) {
   Shared& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (epoch != s.epoch) s.resume_at = 0;
-  s.epoch = epoch;
-  s.explicit_epoch = true;
+  s.cursor.set_epoch(epoch);
 }
 
 inline void DistributedSampler::reset(torch::optional<size_t> new_size) {
@@ -263,42 +239,16 @@ inline torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batc
   std::vector<size_t> out;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
+    PassCursor& cursor = s.cursor;
     if (!s.view) {  // a new pass: decide its epoch and start
-      uint64_t epoch = s.epoch, start = s.resume_at;
-      if (s.auto_epoch && !s.explicit_epoch) {
-        if (epoch == std::numeric_limits<uint64_t>::max()) {
-          throw std::invalid_argument("epoch = 2^64 - 1 cannot advance; call set_epoch");
-        }
-        epoch += 1, start = 0;
-        if (!s.warned) {
-          warning =
-              "distsampler::libtorch::DistributedSampler: a pass started without a "
-              "set_epoch() call: advancing to epoch " +
-              std::to_string(epoch) +
-              " so that it gets a new order (libtorch's and PyTorch's samplers would "
-              "repeat epoch " +
-              std::to_string(epoch - 1) +
-              "'s order). Every rank must start the same number of passes, or the ranks "
-              "read different epochs and their shares overlap; calling "
-              "sampler.set_epoch(epoch) before each epoch avoids that. Shown once per sampler.";
-        }
-      } else if (!s.explicit_epoch && s.core.options().shuffle && !s.warned) {
-        warning =
-            "distsampler::libtorch::DistributedSampler: a pass started without a set_epoch() "
-            "call: it replays epoch " +
-            std::to_string(epoch) +
-            "'s order, as libtorch's and PyTorch's samplers do. Call sampler.set_epoch(epoch) "
-            "before each epoch to get a new order (or pass auto_epoch = true to advance "
-            "automatically). Shown once per sampler.";
-      }
-      // Throws (changing nothing) when the epoch cannot be read.
-      RankView view = s.core.epoch(epoch, std::min<uint64_t>(start, s.core.options().size));
-      s.live = Pass{epoch, start, 0, view.size()};
+      const PassPlan plan = cursor.plan(s.core.options().shuffle);
+      RankView view = s.core.epoch(plan.epoch, plan.start);  // may throw: nothing changed yet
+      const PassNotice notice = cursor.begin(plan, view.size(), s.core.options().world_size);
       s.view.emplace(std::move(view));
-      s.epoch = epoch, s.explicit_epoch = false, s.resume_at = 0;
-      s.warned = s.warned || !warning.empty();
+      warning = pass_notice_text(notice, plan.epoch, "distsampler::libtorch::DistributedSampler",
+                                 "libtorch's and PyTorch's samplers do", "auto_epoch = true");
     }
-    Pass& pass = *s.live;
+    const Pass& pass = *cursor.live();
     const uint64_t count = std::min<uint64_t>(batch_size, pass.total - pass.taken);
     if (count > 0) {
       out.resize(count);
@@ -309,7 +259,7 @@ inline torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batc
         s.view->fill(pass.taken, count, buffer.data());
         std::copy(buffer.begin(), buffer.end(), out.begin());
       }
-      pass.taken += count;
+      cursor.set_taken(pass.taken + count);
     }
   }
   if (!warning.empty())
@@ -320,37 +270,37 @@ inline torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batc
 
 inline SamplerState DistributedSampler::state() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return position(*state_);
+  return state_at(*state_, state_->cursor.position());
 }
 
 inline SamplerState DistributedSampler::state_received(uint64_t received) const {
   const Shared& s = *state_;
   std::lock_guard<std::mutex> lock(state_->mutex);
-  const uint64_t handed = s.live ? s.live->taken : 0;
+  const std::optional<Pass>& live = s.cursor.live();
+  const uint64_t handed = live ? live->taken : 0;
   if (received > handed) {
     throw std::out_of_range("received = " + std::to_string(received) +
                             " is out of range; allowed: received <= " + std::to_string(handed) +
                             ", the indices next() handed out in this pass");
   }
-  if (!s.live) return position(s);
-  return make_state(s.core, s.live->epoch, s.live->start + received * s.core.options().world_size);
+  if (!live) return state_at(s, s.cursor.position());
+  return make_state(s.core, live->epoch, live->consumed_after(received));
 }
 
 inline void DistributedSampler::load_state(const SamplerState& loaded) {
   Shared& s = *state_;
   // Validates the configuration and the epoch before anything changes.
-  const bool complete = resume(s.core, loaded).size() == 0;
+  const uint64_t left = resume(s.core, loaded).size();
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.epoch = loaded.epoch;
-  s.resume_at = loaded.consumed;
-  s.explicit_epoch = !complete;
-  s.view.reset();
-  // A complete epoch reads as a finished pass: state() gives it back, auto_epoch moves on.
-  if (complete) {
-    s.live = Pass{loaded.epoch, loaded.consumed, 0, 0};
+  const Position position{loaded.epoch, loaded.consumed};
+  // The DataLoader starts the next pass right after a load: a complete epoch reads as a finished
+  // pass, so state() gives it back and that next pass replays or advances.
+  if (left == 0) {
+    s.cursor.load_finished(position, s.core.options().world_size);
   } else {
-    s.live.reset();
+    s.cursor.load(position, left);
   }
+  s.view.reset();
 }
 
 inline void DistributedSampler::save(torch::serialize::OutputArchive& archive) const {
