@@ -15,65 +15,65 @@ uint64_t Pass::consumed_after(uint64_t count) const {
 }
 
 void PassCursor::set_epoch(uint64_t epoch) {
-  if (!explicit_ && live_ && live_->epoch == epoch && !live_->finished()) return;
-  if (epoch != epoch_) resume_at_ = 0;
-  epoch_ = epoch;
-  explicit_ = true;
-  after_finished_.reset();
+  if (!s_.explicit_epoch && s_.live && s_.live->epoch == epoch && !s_.live->finished()) return;
+  if (epoch != s_.epoch) s_.resume_at = 0;
+  s_.epoch = epoch;
+  s_.explicit_epoch = true;
+  s_.after_finished.reset();
 }
 
 PassPlan PassCursor::plan(bool shuffled) const {
-  if (explicit_) return PassPlan{epoch_, resume_at_, PassNotice::kNone};
-  if (auto_epoch_) {
-    if (epoch_ == std::numeric_limits<uint64_t>::max()) {
+  if (s_.explicit_epoch) return PassPlan{s_.epoch, s_.resume_at, PassNotice::kNone};
+  if (s_.auto_epoch) {
+    if (s_.epoch == std::numeric_limits<uint64_t>::max()) {
       throw std::invalid_argument("epoch = 2^64 - 1 cannot advance; call set_epoch");
     }
-    return PassPlan{epoch_ + 1, 0, PassNotice::kAdvance};
+    return PassPlan{s_.epoch + 1, 0, PassNotice::kAdvance};
   }
-  // A replay reads the whole epoch again, also after a complete epoch loaded as finished.
-  return PassPlan{epoch_, 0, shuffled ? PassNotice::kReplay : PassNotice::kNone};
+  return PassPlan{s_.epoch, 0, shuffled ? PassNotice::kReplay : PassNotice::kNone};
 }
 
 PassNotice PassCursor::begin(const PassPlan& plan, uint64_t total, uint64_t world_size) {
-  live_ = Pass{plan.epoch, plan.start, world_size, total, 0};
-  epoch_ = plan.epoch, explicit_ = false, resume_at_ = 0;
-  after_finished_.reset();
-  if (plan.notice == PassNotice::kNone || noticed_) return PassNotice::kNone;
-  noticed_ = true;
+  s_.live = Pass{plan.epoch, plan.start, world_size, total, 0};
+  s_.epoch = plan.epoch, s_.explicit_epoch = false, s_.resume_at = 0;
+  s_.after_finished.reset();
+  if (plan.notice == PassNotice::kNone || s_.noticed) return PassNotice::kNone;
+  s_.noticed = true;
   return plan.notice;
 }
 
 void PassCursor::set_taken(uint64_t taken) {
-  if (!live_) throw std::out_of_range("taken = " + std::to_string(taken) + ": no pass started");
-  live_->consumed_after(taken);  // checks taken <= total
-  live_->taken = taken;
+  if (!s_.live) throw std::out_of_range("taken = " + std::to_string(taken) + ": no pass started");
+  s_.live->consumed_after(taken);  // checks taken <= total
+  s_.live->taken = taken;
 }
 
 Position PassCursor::position() const {
-  if (live_ && (!explicit_ || (live_->epoch == epoch_ && !live_->finished()))) {
-    return Position{live_->epoch, live_->consumed()};
+  const std::optional<Pass>& live = s_.live;
+  if (live && (!s_.explicit_epoch || (live->epoch == s_.epoch && !live->finished()))) {
+    return Position{live->epoch, live->consumed()};
   }
-  return Position{epoch_, resume_at_};
+  return Position{s_.epoch, s_.resume_at};
 }
 
 void PassCursor::load(const Position& loaded, uint64_t left) {
   std::optional<uint64_t> later;
-  if (epoch_ > loaded.epoch && left == 0) later = epoch_;
-  epoch_ = loaded.epoch, resume_at_ = loaded.consumed, explicit_ = true;
-  live_.reset();
-  after_finished_ = later;
+  if (s_.epoch > loaded.epoch && left == 0) later = s_.epoch;
+  s_.epoch = loaded.epoch, s_.resume_at = loaded.consumed, s_.explicit_epoch = true;
+  s_.live.reset();
+  s_.after_finished = later;
 }
 
 void PassCursor::load_finished(const Position& loaded, uint64_t world_size) {
-  epoch_ = loaded.epoch, resume_at_ = loaded.consumed, explicit_ = false;
-  live_ = Pass{loaded.epoch, loaded.consumed, world_size, 0, 0};
-  after_finished_.reset();
+  s_.epoch = loaded.epoch, s_.resume_at = loaded.consumed, s_.explicit_epoch = false;
+  s_.live = Pass{loaded.epoch, loaded.consumed, world_size, 0, 0};
+  s_.after_finished.reset();
 }
 
 bool PassCursor::skip_finished() {
-  if (!after_finished_) return false;
-  epoch_ = *after_finished_, resume_at_ = 0, explicit_ = true;
-  after_finished_.reset();
+  if (!s_.after_finished) return false;
+  s_.epoch = *s_.after_finished, s_.resume_at = 0, s_.explicit_epoch = true;
+  s_.after_finished.reset();
   return true;
 }
 

@@ -70,18 +70,31 @@ struct PassPlan {
 
 class PassCursor {
  public:
-  explicit PassCursor(bool auto_epoch = false) : auto_epoch_(auto_epoch) {}
+  // Everything a cursor holds, for copies across languages (the Python bindings pickle it).
+  struct State {
+    bool auto_epoch = false;
+    uint64_t epoch = 0;           // of the latest pass, or of the next one before any
+    bool explicit_epoch = true;   // set_epoch or a load came since the latest pass started
+    uint64_t resume_at = 0;       // where the next pass starts when explicit_epoch
+    std::optional<Pass> live;     // the latest pass that started (none after a load)
+    std::optional<uint64_t> after_finished;  // see load()
+    bool noticed = false;         // a notice was given (once per sampler)
+  };
 
-  bool auto_epoch() const { return auto_epoch_; }
+  explicit PassCursor(bool auto_epoch = false) { s_.auto_epoch = auto_epoch; }
+  explicit PassCursor(const State& state) : s_(state) {}
+  const State& state() const { return s_; }
+
+  bool auto_epoch() const { return s_.auto_epoch; }
   // The epoch of the latest pass, or of the next one before any.
-  uint64_t epoch() const { return epoch_; }
+  uint64_t epoch() const { return s_.epoch; }
   // Whether set_epoch or a load came since the latest pass started: the next pass reads
   // (epoch(), resume_at()) as they are.
-  bool explicit_epoch() const { return explicit_; }
+  bool explicit_epoch() const { return s_.explicit_epoch; }
   // Where the next pass starts when explicit_epoch() (a loaded consumed count, or 0).
-  uint64_t resume_at() const { return resume_at_; }
+  uint64_t resume_at() const { return s_.resume_at; }
   // The latest pass that started, if any since construction or the latest load.
-  const std::optional<Pass>& live() const { return live_; }
+  const std::optional<Pass>& live() const { return s_.live; }
 
   // Makes the next pass read `epoch`. Setting the epoch a loaded position is in keeps that
   // position; setting the epoch of the pass in progress (started without set_epoch, not
@@ -89,8 +102,8 @@ class PassCursor {
   void set_epoch(uint64_t epoch);
 
   // The pass the next begin() would start. `shuffled`: whether a replay repeats a shuffled order
-  // (the replay notice's condition). Throws std::invalid_argument when auto_epoch would advance
-  // past 2^64 - 1. Changes nothing.
+  // (the replay notice's condition). A replay reads the whole epoch again. Throws
+  // std::invalid_argument when auto_epoch would advance past 2^64 - 1. Changes nothing.
   PassPlan plan(bool shuffled) const;
   // Makes `plan` (from plan(), after the caller built the pass, which may throw) the live pass,
   // with `total` items on this rank. Returns the notice to give now: plan.notice the first time
@@ -115,20 +128,14 @@ class PassCursor {
   void load(const Position& loaded, uint64_t left);
   // For adapters that start passes eagerly (libtorch: the DataLoader starts the next pass right
   // after a load): a complete epoch loads as a finished pass, so the next pass replays or
-  // advances at once.
+  // advances at once; set_epoch of its epoch still keeps the loaded (complete) position.
   void load_finished(const Position& loaded, uint64_t world_size);
   // True once after load() of a complete epoch into a cursor set to a later epoch: the caller's
   // next iterator is empty, and the next pass reads that later epoch from its start.
   bool skip_finished();
 
  private:
-  bool auto_epoch_;
-  uint64_t epoch_ = 0;
-  bool explicit_ = true;
-  uint64_t resume_at_ = 0;
-  std::optional<Pass> live_;
-  std::optional<uint64_t> after_finished_;
-  bool noticed_ = false;
+  State s_;
 };
 
 // The notice's text for a sampler named `who` (its class): `peers` names whose behaviour the

@@ -418,6 +418,15 @@ TEST(LibtorchSampler, SaveLoadResumesOnAnotherWorldSize) {
   from_bytes(other, to_bytes(done));
   EXPECT_EQ(other.state(), done.state());
   EXPECT_EQ(flat(read_pass(other, 64)), core_indices(options_of(n, 4, 0, 9), epoch + 1));
+  // Without auto_epoch the pass after it replays that epoch whole, as after any pass (it read the
+  // empty rest again before pass.h), and set_epoch of that epoch keeps the loaded position.
+  DistributedSampler replaying(n, 4, 0, true, 9);
+  from_bytes(replaying, to_bytes(done));
+  EXPECT_EQ(flat(read_pass(replaying, 64)), core_indices(options_of(n, 4, 0, 9), epoch));
+  DistributedSampler kept(n, 4, 0, true, 9);
+  from_bytes(kept, to_bytes(done));
+  kept.set_epoch(epoch);
+  EXPECT_TRUE(flat(read_pass(kept, 64)).empty());
 }
 
 // With worker threads the DataLoader asks for batches ahead of the loop, so state() counts more
