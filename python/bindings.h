@@ -1,0 +1,69 @@
+// bindings.h: what the extension's bind_<header>() files share (private to python/).
+//
+// The converters between Python and the library's types, and one bind_*() per public header,
+// called in this order by _core.cpp's PYBIND11_MODULE (a class is registered before a later
+// binding names it in a signature).
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // in every file: one set of casters for std types
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distsampler/order.h"
+#include "distsampler/seed.h"
+
+namespace distsampler {
+namespace python {
+
+namespace py = pybind11;
+
+// A Python int of any size becomes a Seed through its decimal text, so Seed::parse owns the
+// range check ([-2^63, 2^64 - 1]) and its message.
+inline Seed to_seed(const py::int_& value) {
+  return Seed::parse(std::string(py::repr(value)), "seed");
+}
+
+inline py::int_ from_seed(const Seed& seed) {
+  return py::int_(
+      py::reinterpret_steal<py::object>(PyLong_FromString(seed.to_string().c_str(), nullptr, 10)));
+}
+
+// Orders are shared between views; pybind11 holds them as non-const (it cannot hold a const T).
+using OrderPtr = std::shared_ptr<EpochOrder>;
+inline OrderPtr to_holder(std::shared_ptr<const EpochOrder> order) {
+  return std::const_pointer_cast<EpochOrder>(std::move(order));
+}
+
+// A numpy array argument of any dtype, converted (copied) to T; Out<T>: one filled in place.
+template <typename T>
+using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
+template <typename T>
+using Out = py::array_t<T, py::array::c_style>;
+
+template <typename T>
+std::vector<T> to_vector(const Array<T>& values) {
+  return std::vector<T>(values.data(), values.data() + values.size());
+}
+
+template <typename T>
+py::array_t<T> to_array(const std::vector<T>& values) {
+  py::array_t<T> out(static_cast<py::ssize_t>(values.size()));
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+void bind_sampler(py::module_& m);   // sampler.h, partition.h
+void bind_dist(py::module_& m);      // dist/node_order.h
+void bind_prefetch(py::module_& m);  // prefetch.h
+void bind_order(py::module_& m);     // order.h
+void bind_policies(py::module_& m);  // policies/*.h
+void bind_state(py::module_& m);     // state.h
+
+}  // namespace python
+}  // namespace distsampler
