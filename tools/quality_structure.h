@@ -1,15 +1,14 @@
-// quality_structure.h: the battery's statistics that know the Feistel construction (issue 20).
+// quality_structure.h: the battery's statistics that know the Feistel construction (issue 20), as
+// quality's command line runs them (quality_structure_report.cc).
 #ifndef DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
 #define DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
-namespace quality {
+#include "quality_stats.h"
 
-// A permutation of [0, n) from a key: out[i] for every position i < n.
-using Fill = std::function<void(uint64_t n, uint64_t seed, uint64_t* out)>;
+namespace quality {
 
 struct StructureReport {
   std::string text;      // the console tables
