@@ -154,7 +154,7 @@ class FeistelPermutation {
     } while (x >= n_);
     return x;
   }
-  // Version 2's parameters as its gather kernels read them (src/feistel_gather_v2.cc); not an API.
+  // Version 2's parameters as its gather kernels read them (src/feistel_gather_v2.h); not an API.
   struct Network {
     uint64_t n;
     int rounds;
