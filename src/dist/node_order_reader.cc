@@ -1,0 +1,114 @@
+// node_order_reader.cc: the other local ranks' side of the node-shared order
+// (node_order_internal.h). A reader asks local rank 0's server for the descriptor, polling with
+// growing sleeps until it is published, checks every header field against its own configuration
+// and the checksum, and maps the permutation read-only.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "node_order_internal.h"
+
+namespace distsampler {
+namespace detail {
+namespace node {
+namespace {
+
+// One request to local rank 0's server: the reply, and the descriptor with kReady.
+std::pair<int, Fd> ask(const NodeGroup& group, const Request& request) {
+  socklen_t length = 0;
+  const sockaddr_un address = address_of(group, &length);
+  Fd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (sock.fd < 0) return {-errno, Fd()};
+  if (connect(sock.fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    return {-errno, Fd()};
+  }
+  timeval timeout{5, 0};
+  setsockopt(sock.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const ssize_t sent = send(sock.fd, &request, sizeof request, MSG_NOSIGNAL);
+  if (sent != static_cast<ssize_t>(sizeof request)) {
+    return {-errno, Fd()};
+  }
+  unsigned char reply = 0;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec io{&reply, 1};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  if (recvmsg(sock.fd, &message, MSG_CMSG_CLOEXEC) != 1) return {-ECONNRESET, Fd()};
+  Fd received;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      received = Fd(fd);
+    }
+  }
+  if (reply == kReady && received.fd < 0) return {-EPROTO, Fd()};
+  return {reply, std::move(received)};
+}
+
+}  // namespace
+
+std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64_t epoch,
+                                             const NodeGroup& group, const Request& request,
+                                             const std::function<bool()>& cancelled) {
+  using Clock = std::chrono::steady_clock;
+  const Identity want = expected_identity(options, epoch);
+  const uint64_t total = kHeaderBytes + options.size * want.element_bytes;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(group.timeout_seconds));
+  auto sleep = std::chrono::microseconds(200);
+  std::string last = "not listening";
+  while (true) {
+    auto [reply, fd] = ask(group, request);
+    if (reply == kFailed) {
+      warn_fallback("local rank 0 could not build epoch " + std::to_string(epoch) +
+                    "'s permutation in shared memory");
+      return nullptr;
+    }
+    if (reply == kReady) {
+      struct stat st;
+      std::shared_ptr<Mapping> whole;
+      if (fstat(fd.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total ||
+          !(whole = map(fd.fd, total, PROT_READ))) {
+        throw std::runtime_error("node-shared order: epoch " + std::to_string(epoch) +
+                                 "'s permutation from local rank 0 cannot be mapped (" +
+                                 std::to_string(total) + " bytes)");
+      }
+      const Header* h = whole->header();
+      if (!same_configuration(h->id, want) ||
+          sample_checksum(h->id, whole->data()) != h->checksum) {
+        throw std::runtime_error("node-shared order: epoch " + std::to_string(epoch) +
+                                 "'s permutation from local rank 0 holds another configuration "
+                                 "or fails its checksum");
+      }
+      g_mapped.fetch_add(1);
+      return torch_order_over(options.size, whole->data(), whole);
+    }
+    last = reply == kNotYet ? "not yet built"
+                            : "not listening (" + std::string(std::strerror(-reply)) + ")";
+    if (cancelled && cancelled()) {
+      throw OrderCancelled("node-shared order: the wait for epoch " + std::to_string(epoch) +
+                           "'s permutation was cancelled");
+    }
+    if (Clock::now() >= deadline) {
+      throw std::runtime_error(
+          "node-shared order: local rank 0 of node '" + group.node + "' did not publish epoch " +
+          std::to_string(epoch) + "'s permutation within " + std::to_string(group.timeout_seconds) +
+          " s (last seen: " + last + "); every local rank must run the same samplers and epochs");
+    }
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::microseconds(20000));
+  }
+}
+
+}  // namespace node
+}  // namespace detail
+}  // namespace distsampler
