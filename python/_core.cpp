@@ -41,4 +41,5 @@ PYBIND11_MODULE(_core, m) {
   bind_order(m);     // order.h
   bind_policies(m);  // policies/*.h
   bind_state(m);     // state.h
+  bind_pass(m);      // pass.h
 }

@@ -66,15 +66,9 @@ void bind_sampler(py::module_& m) {
       .def_property_readonly("total_size", &DistributedSampler::total_size)
       .def_property_readonly(
           "seed", [](const DistributedSampler& s) { return from_seed(s.options().seed); })
-      .def(
-          "remaining",
-          [](const DistributedSampler& sampler, uint64_t start) {
-            Partition resumed = sampler.partition();
-            resumed.start = start;
-            resumed.validate();
-            return resumed.num_samples();
-          },
-          py::arg("start"), "Samples per rank left in an epoch resumed at global position `start`")
+      .def("remaining", &DistributedSampler::remaining, py::arg("start"),
+           "Samples per rank left in an epoch resumed at global position `start` (any start; at or "
+           "past the end: 0)")
       .def(
           "check_epoch",
           [](const DistributedSampler& sampler, uint64_t epoch) {
@@ -99,9 +93,9 @@ void bind_sampler(py::module_& m) {
       "rank_view",
       [](const OrderPtr& order, uint64_t world_size, uint64_t rank, bool drop_last, bool uneven,
          uint64_t epoch, uint64_t start) {
-        const Partition partition{order->size(), world_size, rank, drop_last, start, uneven};
+        const Partition partition{order->size(), world_size, rank, drop_last, 0, uneven};
         partition.validate();
-        return RankView(order, partition, epoch);
+        return RankView(order, partition.resumed_at(start), epoch);
       },
       py::arg("order"), py::arg("world_size"), py::arg("rank"), py::arg("drop_last") = false,
       py::arg("uneven") = false, py::arg("epoch") = 0, py::arg("start") = 0,

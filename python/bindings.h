@@ -64,6 +64,7 @@ void bind_prefetch(py::module_& m);  // prefetch.h
 void bind_order(py::module_& m);     // order.h
 void bind_policies(py::module_& m);  // policies/*.h
 void bind_state(py::module_& m);     // state.h
+void bind_pass(py::module_& m);      // pass.h
 
 }  // namespace python
 }  // namespace distsampler

@@ -99,17 +99,18 @@ def checked_epoch(epoch) -> int:
 
 
 class Pass:
-    """One pass: epoch, global start position, the global positions one item advances
-    (num_replicas), and how many items the rank reads. ``count`` is what was handed out (the
+    """What the live pass handed out, as Python sees it: its epoch, start and the items this rank
+    reads in it (``total``), as pass.h's cursor began it. ``count`` is what was handed out (the
     chunks before the current one, plus what was taken from the current list iterator, which
     knows how much of it is left); ``received`` is what a distsampler DataLoader reported the
-    loop received, once it reports (``tracked``)."""
+    loop received, once it reports (``tracked``). ``taken`` goes to the cursor, which owns the
+    rules (the consumed count, whether the pass finished)."""
 
-    __slots__ = ("epoch", "start", "stride", "total", "_before", "_chunk", "_chunk_size",
-                 "tracked", "received")
+    __slots__ = ("epoch", "start", "total", "_before", "_chunk", "_chunk_size", "tracked",
+                 "received")
 
-    def __init__(self, epoch: int, start: int, stride: int, total: int) -> None:
-        self.epoch, self.start, self.stride, self.total = epoch, start, stride, total
+    def __init__(self, epoch: int, start: int, total: int) -> None:
+        self.epoch, self.start, self.total = epoch, start, total
         self._before = 0
         self._chunk: Iterator[Any] = iter(())
         self._chunk_size = 0
@@ -123,14 +124,6 @@ class Pass:
     @property
     def taken(self) -> int:
         return self.received if self.tracked else self.count
-
-    @property
-    def position(self) -> int:
-        return self.start + self.taken * self.stride
-
-    @property
-    def finished(self) -> bool:
-        return self.taken >= self.total
 
     def receive(self, count: int) -> None:
         """A distsampler DataLoader: the loop received the items handed out up to `count`."""
@@ -215,49 +208,38 @@ class PassSampler:
 
     def _init_passes(self, auto_epoch: bool, check_agreement: bool = True,
                      process_group=None) -> None:
-        self._auto_epoch = bool(auto_epoch)
-        self._epoch = 0
-        self._explicit = True         # the next pass reads (self._epoch, self._resume_at)
-        self._resume_at = 0
-        self._live: Optional[Pass] = None  # the latest pass that started
-        # The epoch of the pass after a loaded finished pass (see _apply_position), or None.
-        self._after_finished: Optional[int] = None
-        self._warned = False
+        self._cursor = _core.PassCursor(bool(auto_epoch))  # the rules (pass.h)
+        self._live: Optional[Pass] = None  # the latest pass that started, as Python counts it
         self._check_agreement = bool(check_agreement)
         self._process_group = process_group
 
-    auto_epoch = property(lambda self: self._auto_epoch)
+    auto_epoch = property(lambda self: self._cursor.auto_epoch)
 
     @property
     def epoch(self) -> int:
         """The epoch of the latest (or, before any, the next) pass. Assigning it is set_epoch."""
-        return self._epoch
+        return self._cursor.epoch
 
     @epoch.setter
     def epoch(self, value: int) -> None:
         self.set_epoch(value)
 
+    def _cursor_now(self):
+        """The cursor, told how much of the live pass was taken."""
+        if self._live is not None:
+            self._cursor.set_taken(self._live.taken)
+        return self._cursor
+
     def set_epoch(self, epoch: int) -> None:
         """Makes the next pass read `epoch`, always (auto_epoch never overrides it). Setting the
         epoch a loaded state is in keeps the state's position; setting the epoch of the pass in
         progress leaves its checkpoint where the pass stands."""
-        epoch = checked_epoch(epoch)
-        live = self._live
-        if (not self._explicit and live is not None and live.epoch == epoch
-                and not live.finished):
-            return  # that epoch's pass is in progress (a loader may start it before this call)
-        if epoch != self._epoch:
-            self._resume_at = 0
-        self._epoch = epoch
-        self._explicit = True
-        self._after_finished = None
+        self._cursor_now().set_epoch(checked_epoch(epoch))
 
     def __iter__(self):
-        if self._after_finished is not None:
+        if self._cursor.skip_finished():
             # The loaded finished pass has nothing left; the next iter() reads the epoch set
-            # before the load, from its start (see _apply_position).
-            self._epoch, self._resume_at, self._explicit = self._after_finished, 0, True
-            self._after_finished = None
+            # before the load, from its start (pass.h's load()).
             return iter(())
         # chain asks the generator for its first chunk at the first next(): that is when the
         # pass starts. Later next() calls run in C, one Python step per chunk.
@@ -278,34 +260,16 @@ class PassSampler:
                 f"{sizes[1]} samples: the dataset changed size after the sampler was built; "
                 "build a new sampler for the new dataset")
         self._before_first_pass()
-        epoch, start = self._epoch, self._resume_at
-        if not self._explicit:  # no set_epoch or load_state_dict since the previous pass
-            if self._auto_epoch:
-                if epoch == EPOCH_MAX:
-                    raise ValueError("epoch = 2^64 - 1 cannot advance; call set_epoch")
-                epoch, start = epoch + 1, 0
-                self._warn_once(
-                    f"{type(self).__name__} iterated again without a set_epoch() call: "
-                    f"auto_epoch=True advances to epoch {epoch} so this pass gets a new order. "
-                    "Every rank must iterate the sampler the same number of times, or the ranks "
-                    "read different epochs and their shares overlap; calling "
-                    "sampler.set_epoch(epoch) before each epoch avoids that. Shown once per "
-                    "sampler.")
-            elif self._shuffled():
-                self._warn_once(
-                    f"{type(self).__name__} iterated again without a set_epoch() call: this pass "
-                    f"replays epoch {epoch}'s order, as PyTorch's DistributedSampler does. Call "
-                    "sampler.set_epoch(epoch) before each epoch to get a new order (or pass "
-                    "auto_epoch=True to advance automatically). Shown once per sampler.")
-        chunks = self._chunks(epoch, start)
-        live = Pass(epoch, start, self.num_replicas, self._remaining(start))
-        self._epoch, self._explicit, self._resume_at, self._live = epoch, False, 0, live
+        plan = self._cursor.plan(self._shuffled())
+        chunks = self._chunks(plan.epoch, plan.start)
+        live = Pass(plan.epoch, plan.start, self._remaining(plan.start))
+        notice = self._cursor.begin(plan, live.total, self.num_replicas)
+        self._live = live
+        if notice != _core.PassNotice.none:
+            warnings.warn(_core.pass_notice_text(
+                notice, plan.epoch, type(self).__name__, "PyTorch's DistributedSampler does",
+                "auto_epoch=True"), UserWarning, stacklevel=5)
         return live, chunks
-
-    def _warn_once(self, message: str) -> None:
-        if not self._warned:
-            self._warned = True
-            warnings.warn(message, UserWarning, stacklevel=5)
 
     # Hooks with defaults.
     def _before_first_pass(self) -> None:
@@ -328,29 +292,16 @@ class PassSampler:
     # ---- Checkpoints -------------------------------------------------------------------------
 
     def _position(self) -> Tuple[int, int]:
-        """(epoch, consumed) a checkpoint taken now records."""
-        live = self._live
-        # set_epoch(e) while a pass of epoch e is in progress (frameworks call it more than
-        # once) keeps that pass's position; after a finished pass it means a new pass of e.
-        if live is not None and (not self._explicit
-                                 or (live.epoch == self._epoch and not live.finished)):
-            return live.epoch, live.position
-        return self._epoch, self._resume_at
+        """(epoch, consumed) a checkpoint taken now records (pass.h's position())."""
+        return self._cursor_now().position()
 
     def _apply_position(self, epoch: int, consumed: int) -> None:
-        """Makes the next pass resume (epoch, consumed), as set_epoch does: a complete epoch's
-        next pass is empty (the rest of it), and the pass after that replays or advances. A
-        loader that loads the state when its pass starts (torchdata's, after the loop's
-        set_epoch) then reads the rest of the epoch, not a replay of it.
-
-        A finished pass loaded into a sampler already set to a later epoch: torchdata loads at
-        the next iter(), after the loop's set_epoch(e + 1), takes one iterator for the restored
-        pass (advanced with workers, not without) and, seeing it finished, another. So the next
-        iterator (made, advanced or not) is empty and the one after it reads the epoch that was
-        set, from its start, as a sampler without state would."""
-        later = self._epoch if self._epoch > epoch and self._remaining(consumed) == 0 else None
-        self._epoch, self._resume_at, self._explicit, self._live = epoch, consumed, True, None
-        self._after_finished = later
+        """Makes the next pass resume (epoch, consumed), as set_epoch does (pass.h's load(): a
+        complete epoch's next pass is the empty rest of it; loaded into a sampler already set to
+        a later epoch, as torchdata loads it after the loop's set_epoch(e + 1), the next iterator
+        is empty and the one after it reads that later epoch from its start)."""
+        self._cursor.load(epoch, consumed, self._remaining(consumed))
+        self._live = None
 
     def state_dict(self) -> Dict[str, Any]:
         """A plain dict that resumes this sampler where it stands, on any number of ranks:

@@ -74,7 +74,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
     # ---- PassSampler hooks --------------------------------------------------------------------
 
     def _remaining(self, start: int) -> int:
-        return self._core.remaining(min(start, self._size))
+        return self._core.remaining(start)
 
     def _dataset_size(self) -> Optional[Tuple[int, int]]:
         return len(self.dataset), self._size
@@ -124,11 +124,11 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
 
     def set_epoch(self, epoch: int) -> None:
         PassSampler.set_epoch(self, epoch)
-        self._publish(self._epoch, self._resume_at, False)
+        self._publish(self._cursor.epoch, self._cursor.resume_at, False)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         PassSampler.load_state_dict(self, state)
-        self._publish(self._epoch, self._resume_at, False)
+        self._publish(self._cursor.epoch, self._cursor.resume_at, False)
 
     # ---- iteration (a worker, or the main process) --------------------------------------------
 
@@ -177,7 +177,7 @@ class _WorkerShare:
 
     def _seek(self, epoch: int, start: int, yielded: int) -> None:
         adapter = self._adapter
-        self._view = adapter._core.epoch(epoch, min(start, adapter._size))
+        self._view = adapter._core.epoch(epoch, start)
         self._epoch, self._start, self._yielded = epoch, start, yielded
         self._total = len(self._view)
 

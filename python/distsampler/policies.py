@@ -93,8 +93,7 @@ class _Positions:
 
     def view(self, start: int) -> "_core.RankView":
         num_replicas, rank, drop_last = self._args
-        return _core.rank_view(self._identity, num_replicas, rank, drop_last, False, 0,
-                               min(start, self.size))
+        return _core.rank_view(self._identity, num_replicas, rank, drop_last, False, 0, start)
 
     def count(self, start: int) -> int:
         return len(self.view(start))
@@ -165,10 +164,10 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
         return mask
 
     def _remaining(self, start: int) -> int:
-        return self._core.remaining(min(start, self._size))
+        return self._core.remaining(start)
 
     def _chunks(self, epoch: int, start: int):
-        view = self._core.epoch(epoch, min(start, self._size))
+        view = self._core.epoch(epoch, start)
         chunks = fill_chunks(len(view), view.fill, _CHUNK)
         if not self.with_mask:
             return chunks
@@ -502,7 +501,7 @@ class _OrderSampler(_Base, _TorchDistributedSampler):
     def _chunks(self, epoch: int, start: int):
         order = self._order(epoch)
         view = _core.rank_view(order, self.num_replicas, self.rank, self.drop_last, False, epoch,
-                               min(start, len(order)))
+                               start)
         return fill_chunks(len(view), view.fill, _CHUNK)
 
 

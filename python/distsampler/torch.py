@@ -161,13 +161,13 @@ class DistributedSampler(CoreArgs, PassSampler,
     feistel_version = property(lambda self: _core.fingerprint(self._core).feistel_version)
 
     def _remaining(self, start: int) -> int:
-        return self._core.remaining(min(start, self._config_fields["size"]))
+        return self._core.remaining(start)
 
     _cpp_attributes = ("_core", "_prefetcher")
 
     def _view(self, epoch: int, start: int, source=None) -> "_core.RankView":
         try:
-            return (source or self._core).epoch(epoch, min(start, self._config_fields["size"]))
+            return (source or self._core).epoch(epoch, start)
         except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's error
             raise SeedOverflowError(str(error)) from error
 
