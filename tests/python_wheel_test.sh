@@ -2,21 +2,24 @@
 # The Python package built as users of the package index build it (README.md, "Install"), from a
 # clean copy of the tracked source (what CI's fresh clone holds; nothing of the checkout's build/
 # or .venv/), with the build dependencies pyproject.toml pins fetched from the index:
-# 1. `pip install .` with build isolation into a venv of PYTHON that sees its torch and numpy
-#    (--system-site-packages), then imported from elsewhere, version == project(VERSION).
-# 2. `python -m build` (the `build` package from the index, pinned, in a venv of its own): an sdist,
-#    and a wheel built from that sdist. The sdist holds what the CMake build reads and neither
-#    build/ nor .venv/ (the copy is given both); the wheel holds the files step 1 installed, the
-#    extension among them.
+# 1. `pip install .` with build isolation into a venv of Debian's /usr/bin/python3 that sees its
+#    torch and numpy (--system-site-packages), then imported from elsewhere, version ==
+#    project(VERSION).
+# 2. `python -m build` (the `build` package from the index, pinned, in that venv): an sdist, and a
+#    wheel built from that sdist, installed into that venv. The sdist holds what the CMake build
+#    reads and neither build/ nor .venv/ (the copy is given both) nor the venv/ and dist/ these
+#    commands make; the wheel holds the files step 1 installed, the extension among them.
+# Steps 1 and 2 run README.md's "Install" commands as the README shows them (its two blocks are
+# `docs-test: in` this file, so the docs test does not build the package a second and third time).
 # 3. That wheel installed into a fresh venv: the metadata's version is __version__ (version.h),
 #    every module imports, and tests/python/test_torch_sampler.py (parity with PyTorch's
 #    DistributedSampler, resume) runs against the installed package.
 # The copy's project(VERSION) is bumped first (0.1.0 -> 0.1.100): the package metadata and
 # __version__ must follow it, so a version written anywhere but CMakeLists.txt fails here.
 # Usage: python_wheel_test.sh SOURCE_DIR VERSION WORK_DIR DISTSAMPLER_BIN GOLDEN_DIR [PYTHON]
+# PYTHON (default /usr/bin/python3, the README's) makes step 3's venv: Python of the same version.
 set -euo pipefail
 source_dir="$1" version="$2" work="$3" cli="$4" golden="$5" python="${6:-/usr/bin/python3}"
-build_package="build==1.6.1"  # the PyPA `build` frontend, pinned like the backend
 unset PYTHONPATH DISTSAMPLER_PYTHON_DIR
 step() { echo "== $* ($SECONDS s)"; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -36,29 +39,33 @@ grep -q "^project(distsampler VERSION $bumped " "$work/src/CMakeLists.txt" ||
   fail "no 'project(distsampler VERSION $version ...' in CMakeLists.txt"
 version="$bumped"
 
-step "pip install . (build isolation) into a venv"
+step "pip install . (build isolation) into a venv: README.md's commands"
 cd "$work/src"
-"$python" -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/pip" install --quiet .
+/usr/bin/python3 -m venv --system-site-packages venv
+venv/bin/pip install .
+venv/bin/python -c "import distsampler.torch"
+venv/bin/pip show distsampler
 cd "$work"
-"$work/venv/bin/python" -c "import distsampler.torch"
-got=$("$work/venv/bin/pip" show distsampler | sed -n 's/^Version: //p')
+"$work/src/venv/bin/python" -c "import distsampler.torch"  # from outside the source tree too
+got=$("$work/src/venv/bin/pip" show distsampler | sed -n 's/^Version: //p')
 [ "$got" = "$version" ] || fail "pip show distsampler: version '$got', want $version"
 # The package's files as pip installed them (RECORD), without the .pyc files pip compiled.
-"$work/venv/bin/pip" show --files distsampler | sed -n 's|^ *\(distsampler/.*\)|\1|p' |
+"$work/src/venv/bin/pip" show --files distsampler | sed -n 's|^ *\(distsampler/.*\)|\1|p' |
   grep -v __pycache__ | sort >"$work/installed.txt"
 
-step "python -m build: an sdist and the wheel built from it"
-"$python" -m venv "$work/tools"
-"$work/tools/bin/pip" install --quiet "$build_package"
+step "python -m build: an sdist and the wheel built from it, installed: README.md's commands"
 mkdir -p "$work/src/build" "$work/src/.venv"  # a user's checkout has these; the sdist must not
 touch "$work/src/build/CMakeCache.txt" "$work/src/.venv/pyvenv.cfg"
 cd "$work/src"
-"$work/tools/bin/python" -m build --outdir "$work/dist" . >"$work/build.log" 2>&1 ||
-  { tail -40 "$work/build.log"; fail "python -m build"; }
-sdists=("$work"/dist/distsampler-"$version".tar.gz)
-wheels=("$work"/dist/distsampler-"$version"-*.whl)
-[ -f "${sdists[0]}" ] || fail "no sdist distsampler-$version.tar.gz in $work/dist: $(ls "$work/dist")"
+# A pipeline (not `|| ...`, under which bash ignores set -e): a failing command stops the group.
+{
+  venv/bin/pip install build==1.6.1
+  venv/bin/python -m build
+  venv/bin/pip install dist/distsampler-*.whl
+} 2>&1 | tee "$work/build.log"
+sdists=("$work"/src/dist/distsampler-"$version".tar.gz)
+wheels=("$work"/src/dist/distsampler-"$version"-*.whl)
+[ -f "${sdists[0]}" ] || fail "no sdist distsampler-$version.tar.gz in dist/: $(ls "$work/src/dist")"
 [ ${#wheels[@]} = 1 ] && [ -f "${wheels[0]}" ] || fail "not one wheel: ${wheels[*]}"
 grep -q "Building wheel from sdist" "$work/build.log" ||
   fail "python -m build did not say it built the wheel (from the sdist)"
@@ -68,10 +75,10 @@ for need in PKG-INFO pyproject.toml CMakeLists.txt LICENSE README.md cmake/versi
   python/distsampler/__init__.py; do
   grep -qx "$need" "$work/sdist.txt" || fail "the sdist lacks $need"
 done
-if grep -E '^(build|\.venv|tests|\.git)/' "$work/sdist.txt"; then
+if grep -E '^(build|\.venv|venv|dist|tests|\.git)/' "$work/sdist.txt"; then
   fail "the sdist holds the files above"
 fi
-"$work/tools/bin/python" -m zipfile -l "${wheels[0]}" | awk 'NR > 1 {print $1}' |
+"$work/src/venv/bin/python" -m zipfile -l "${wheels[0]}" | awk 'NR > 1 {print $1}' |
   grep '^distsampler/' | sort >"$work/wheel.txt"
 grep -q '^distsampler/_core\.cpython-.*\.so$' "$work/wheel.txt" || fail "no extension in the wheel"
 # Every module of python/distsampler/ (python/CMakeLists.txt lists them for the build and install).
