@@ -3,6 +3,7 @@
 #define DISTSAMPLER_DISTSAMPLER_H_
 
 #include "distsampler/feistel.h"
+#include "distsampler/fingerprint.h"
 #include "distsampler/hash.h"
 #include "distsampler/order.h"
 #include "distsampler/partition.h"

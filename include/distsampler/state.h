@@ -6,60 +6,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include "distsampler/order.h"
+#include "distsampler/fingerprint.h"  // Fingerprint, fingerprint(), differing_fields, ...
 #include "distsampler/sampler.h"
-#include "distsampler/seed.h"
 
 namespace distsampler {
-
-// The version of everything that decides which index a global position holds: the Feistel
-// construction and its key derivation, the torch-exact randperm, and the elastic partition rule.
-// Any change to their output takes a new value, so that an old checkpoint cannot silently resume
-// on a different order.
-inline constexpr uint32_t kOrderAlgorithmVersion = 1;
-
-// What all ranks of a job, and a job and its checkpoint, must agree on. The world size and the
-// rank are deliberately absent: a checkpoint resumes on any number of ranks. Fields that do not
-// apply to the order are normalized (randperm is kCurrent unless order is kTorch, feistel_rounds
-// is 0 unless order is kFeistel, feistel_version 1), so equal fingerprints mean equal orders.
-struct Fingerprint {
-  uint32_t algorithm_version = kOrderAlgorithmVersion;
-  uint64_t size = 0;
-  Seed seed;
-  bool shuffle = true;
-  bool drop_last = false;
-  bool uneven = false;  // SamplerOptions::uneven: which ranks read what, never which order
-  OrderKind order = OrderKind::kTorch;
-  RandpermVariant randperm = RandpermVariant::kCurrent;
-  int feistel_rounds = 0;
-  // The FeistelPermutation version of the feistel order, 1 or 2; 1 for the torch order (where it
-  // means nothing). 1 is also what states written before version 2 existed mean: they carry none.
-  int feistel_version = 1;
-
-  friend bool operator==(const Fingerprint& a, const Fingerprint& b);
-  friend bool operator!=(const Fingerprint& a, const Fingerprint& b) { return !(a == b); }
-};
-
-Fingerprint fingerprint(const SamplerOptions& options);
-
-// Whether the randperm variant changes the order this fingerprint describes: the torch order,
-// shuffled, of at least kRandpermInsideOutThreshold samples (below it the variants agree).
-bool randperm_matters(const Fingerprint& f);
-
-// The names of the fields in which a and b differ ("size", "seed", ...), in declaration order.
-// randperm counts only where it changes the order of a or b (randperm_matters), so a job and
-// its checkpoint, or ranks, on different PyTorch versions agree wherever their orders do.
-std::vector<std::string> differing_fields(const Fingerprint& a, const Fingerprint& b);
-// A field's value as text ("torch", "true", "-3", ...); `field` is one of the names above.
-std::string field_value(const Fingerprint& f, std::string_view field);
-
-// Empty when every rank's fingerprint (per_rank[r] is rank r's) is the same; otherwise one line
-// per differing field naming the values and the ranks that hold them, e.g.
-// "seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1". randperm as in
-// differing_fields: only where it changes some rank's order.
-std::string describe_disagreement(const std::vector<Fingerprint>& per_rank);
 
 // A checkpoint: the job has consumed global positions [0, consumed) of epoch `epoch`'s order
 // (partition.h). A consumed count at or past the epoch's end (padding included) means the epoch

@@ -53,14 +53,17 @@ STATE_VERSION = 2
 # Python ints, about 0.6 MB, stays in cache, which larger chunks measurably lose).
 _CHUNK = 1 << 14
 _EPOCH_MAX = 2**64 - 1
-# Version 1's configuration fields, which a version-1 state must match.
+# Version 1's configuration fields, which a version-1 state must match (a frozen format, not the
+# fingerprint: version 1 predates it).
 _V1_CONFIG_FIELDS = ("size", "world_size", "seed", "shuffle", "drop_last", "order", "randperm")
-# The fingerprint's fields (state.h), copied from the checksummed state as readable entries.
-_FINGERPRINT_FIELDS = ("algorithm_version", "size", "seed", "shuffle", "drop_last", "uneven",
-                       "order", "randperm", "feistel_rounds", "feistel_version")
+# The fingerprint's fields (fingerprint.h's table), copied from the checksummed state as readable
+# entries.
+_FINGERPRINT_FIELDS = _core.FINGERPRINT_FIELDS
 # Readable entries that state_dict()s of earlier releases lack ("feistel_version": they predate
-# version 2 of the feistel order, so theirs is version 1, which the checksummed state says too).
+# version 2 of the feistel order); the checksummed state decides them, reading the absent key as
+# the table's value when absent (_ABSENT, feistel_version 1). Every other entry is required.
 _OPTIONAL_FIELDS = ("feistel_version",)
+_ABSENT = _core.FINGERPRINT_ABSENT
 
 
 class ConfigurationMismatch(ValueError):
@@ -262,7 +265,7 @@ class DistributedSampler(CoreArgs, PassSampler,
         """
         epoch, consumed = self._position()
         state = _core.make_state(self._core, epoch, consumed)
-        readable = {key: getattr(state.config, key) for key in _FINGERPRINT_FIELDS}
+        readable = dict(_core.fingerprint_fields(state.config))
         return {"version": STATE_VERSION, "epoch": epoch, "consumed": consumed,
                 "world_size": self.num_replicas, **readable,
                 "state": _core.state_to_json(state)}
@@ -317,7 +320,7 @@ class DistributedSampler(CoreArgs, PassSampler,
             raise ValueError(f"state state = {text!r} is not the state's JSON text")
         core_state = _core.state_from_json(text)  # ValueError on a corrupt or foreign state
         expected = {"epoch": core_state.epoch, "consumed": core_state.consumed,
-                    **{key: getattr(core_state.config, key) for key in _FINGERPRINT_FIELDS}}
+                    **dict(_core.fingerprint_fields(core_state.config))}
         for key, value in expected.items():
             if key in _OPTIONAL_FIELDS and key not in state:
                 continue  # the checksummed state decides
@@ -343,10 +346,11 @@ class DistributedSampler(CoreArgs, PassSampler,
             if state[key] != value or type(state[key]) is not type(value):
                 raise ValueError(f"state {key} = {state[key]!r} does not match this sampler's "
                                  f"{key} = {value!r}")
-        if self.order == "feistel" and self.feistel_version != 1:
+        version = _ABSENT["feistel_version"]  # what a state written before the field means
+        if self.order == "feistel" and self.feistel_version != version:
             raise ValueError("state order = 'feistel' is a version-1 state (written before "
                              "feistel_version 2 existed) but this sampler's feistel_version = "
-                             f"{self.feistel_version}; allowed: feistel_version=1")
+                             f"{self.feistel_version}; allowed: feistel_version={version}")
         epoch, consumed, world_size = state["epoch"], state["consumed"], state["world_size"]
         if type(world_size) is not int or world_size < 1:
             raise ValueError(f"state world_size = {world_size!r} is not a positive int")

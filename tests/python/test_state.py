@@ -95,6 +95,20 @@ def test_every_single_byte_flip_is_a_value_error():
             _core.decode_state(good[:n])
 
 
+def test_fingerprint_fields_are_the_tables_in_its_order():
+    f = _core.fingerprint(_core.DistributedSampler(10, 2, 0, -3, True, False, "feistel",
+                                                   _core.RandpermVariant.current, False, 2))
+    fields = _core.fingerprint_fields(f)
+    assert tuple(name for name, _ in fields) == _core.FINGERPRINT_FIELDS
+    assert fields[2] == ("seed", -3) and fields[6] == ("order", "feistel")
+    for name, value in fields:  # the attributes are the table's values, with the same types
+        assert getattr(f, name) == value and type(getattr(f, name)) is type(value), name
+    assert repr(f) == "Fingerprint(" + ", ".join(
+        f"{name}={f.field_value(name)}" for name, _ in fields) + ")"
+    # What a state written before a field existed means.
+    assert _core.FINGERPRINT_ABSENT == {"uneven": False, "feistel_version": 1}
+
+
 def test_fingerprints_disagreement_and_resume():
     a = _core.DistributedSampler(103, 4, 0, 0, True, False, "feistel",
                                  _core.RandpermVariant.current)
