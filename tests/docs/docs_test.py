@@ -67,8 +67,10 @@ LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+")
 PYTHON = sys.executable
 # A sh block that runs a Python program on the built package; its /usr/bin/python3 is PYTHON.
 PYTHON_SH = re.compile(r"PYTHONPATH=build/python /usr/bin/python3\b")
+# --monitor_interval 0.1, torch 2's default: Debian's 1.13 checks its workers every 5 s, so
+# each launch outlived its ranks by up to 5 s.
 TORCHRUN = [PYTHON, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2",
-            "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0"]
+            "--monitor_interval", "0.1", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0"]
 TIMEOUT = 300
 
 # Shell setups (sh setup=NAME), run in the block's folder before it.

@@ -32,10 +32,12 @@ def torchrun(nproc, script, *args):
         # localhost:0: the rendezvous takes a free port, so parallel runs never collide.
         # --redirects/--tee 1: stdout to per-rank files (and the console, prefixed); 3 (both)
         # and the default 0 crash Debian's torchrun (see run_demos.sh).
+        # --monitor_interval 0.1, torch 2's default: Debian's 1.13 checks its workers every 5 s, so
+        # each launch outlived its ranks by up to 5 s.
         proc = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
              f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
-             "--redirects", "1", "--tee", "1", "--log_dir", logs,
+             "--redirects", "1", "--tee", "1", "--monitor_interval", "0.1", "--log_dir", logs,
              os.path.join(ROOT, "examples", script), *args],
             env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
