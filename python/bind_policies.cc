@@ -85,8 +85,7 @@ void bind_policies(py::module_& m) {
             uint64_t* data = out.mutable_data();
             const auto count = static_cast<uint64_t>(out.size());
             py::gil_scoped_release release;
-            for (uint64_t j = 0; j < count; ++j)
-              data[j] = sampler.global(epoch, first + j * stride);
+            sampler.fill_global(epoch, first, stride, count, data);
           },
           py::arg("epoch"), py::arg("first"), py::arg("stride"), py::arg("out").noconvert(),
           "out[j] = global draw first + j * stride of `epoch` (a resumed pass), without the GIL");
@@ -113,7 +112,7 @@ void bind_policies(py::module_& m) {
             uint64_t* data = out.mutable_data();
             const auto count = static_cast<uint64_t>(out.size());
             py::gil_scoped_release release;
-            for (uint64_t j = 0; j < count; ++j) data[j] = schedule.at(first + j).dataset;
+            schedule.datasets(first, count, data);
           },
           py::arg("first"), py::arg("out").noconvert(),
           "out[j] = the dataset of stream position first + j, without the GIL");
@@ -155,11 +154,7 @@ void bind_policies(py::module_& m) {
             uint64_t* index_out = indices.mutable_data();
             const auto count = static_cast<uint64_t>(positions.size());
             py::gil_scoped_release release;
-            for (uint64_t j = 0; j < count; ++j) {
-              const BlendedSample s = sampler.global(position[j]);
-              dataset_out[j] = s.dataset;
-              index_out[j] = flat ? sampler.flat(s) : s.index;
-            }
+            sampler.fill_global(position, count, dataset_out, index_out, flat);
           },
           py::arg("positions").noconvert(), py::arg("datasets").noconvert(),
           py::arg("indices").noconvert(), py::arg("flat") = false,

@@ -454,4 +454,17 @@ void BlendedSampler::fill(uint64_t epoch, uint64_t first, uint64_t count,
   for (uint64_t j = 0; j < count; ++j) out[j] = (*this)(epoch, first + j);
 }
 
+void QuotaSchedule::datasets(uint64_t first, uint64_t count, uint64_t* out) const {
+  for (uint64_t j = 0; j < count; ++j) out[j] = at(first + j).dataset;
+}
+
+void BlendedSampler::fill_global(const uint64_t* positions, uint64_t count, uint64_t* datasets,
+                                 uint64_t* indices, bool flat) const {
+  for (uint64_t j = 0; j < count; ++j) {
+    const BlendedSample s = global(positions[j]);
+    datasets[j] = s.dataset;
+    indices[j] = flat ? this->flat(s) : s.index;
+  }
+}
+
 }  // namespace distsampler

@@ -135,4 +135,13 @@ void WeightedSampler::fill(uint64_t epoch, uint64_t first, uint64_t count, uint6
   }
 }
 
+void WeightedSampler::fill_global(uint64_t epoch, uint64_t first, uint64_t stride, uint64_t count,
+                                  uint64_t* out) const {
+  const uint64_t key = derive_key(options_.seed.bits(), epoch, kDomainWeighted);
+  for (uint64_t j = 0; j < count; ++j) {
+    const uint64_t g = first + j * stride;
+    out[j] = table_.draw(hash_at(key, 2 * g), hash_at(key, 2 * g + 1));
+  }
+}
+
 }  // namespace distsampler

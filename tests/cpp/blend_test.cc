@@ -401,5 +401,25 @@ TEST(BlendedSampler, FillIsTheRankSamplesAndChecksTheWindow) {
   EXPECT_NO_THROW(s.fill(4, out.size(), 0, out.data()));
 }
 
+TEST(BlendedSampler, FillGlobalAndDatasetsAreTheStreamAtAnyPositions) {
+  const BlendedSampler s(blend_options());
+  const std::vector<uint64_t> positions = {0, 7, 3, ~uint64_t{0}, uint64_t{1} << 40, 7};
+  std::vector<uint64_t> datasets(positions.size()), indices(positions.size()),
+      flat(positions.size());
+  s.fill_global(positions.data(), positions.size(), datasets.data(), indices.data(), false);
+  s.fill_global(positions.data(), positions.size(), datasets.data(), flat.data(), true);
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const BlendedSample g = s.global(positions[j]);
+    EXPECT_EQ(datasets[j], g.dataset) << j;
+    EXPECT_EQ(indices[j], g.index) << j;
+    EXPECT_EQ(flat[j], s.flat(g)) << j;
+  }
+  std::vector<uint64_t> window(50);
+  s.schedule().datasets(uint64_t{1} << 50, window.size(), window.data());
+  for (uint64_t j = 0; j < window.size(); ++j) {
+    EXPECT_EQ(window[j], s.schedule().at((uint64_t{1} << 50) + j).dataset) << j;
+  }
+}
+
 }  // namespace
 }  // namespace distsampler

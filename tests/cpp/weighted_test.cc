@@ -72,6 +72,16 @@ TEST(WeightedSampler, SameGlobalStreamForEveryWorldSize) {
   }
 }
 
+TEST(WeightedSampler, FillGlobalReadsAnyStridedPositions) {
+  const std::vector<double> w = {1, 0, 3, 2};
+  const WeightedSampler s(w, options(w.size(), 100));
+  std::vector<uint64_t> out(40);
+  s.fill_global(5, 17, 3, out.size(), out.data());
+  for (uint64_t j = 0; j < out.size(); ++j) EXPECT_EQ(out[j], s.global(5, 17 + j * 3)) << j;
+  s.fill_global(5, ~uint64_t{0} - 4, 1, 5, out.data());  // past the epoch: the stream goes on
+  for (uint64_t j = 0; j < 5; ++j) EXPECT_EQ(out[j], s.global(5, ~uint64_t{0} - 4 + j)) << j;
+}
+
 TEST(WeightedSampler, EpochsAndSeedsGiveDifferentStreams) {
   const std::vector<double> w(100, 1.0);
   const WeightedSampler a(w, options(100, 100));

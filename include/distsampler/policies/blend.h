@@ -81,6 +81,8 @@ class QuotaSchedule {
   BlendedSample at(uint64_t i) const;
   // c_k(i): positions among [0, i) that took dataset k.
   uint64_t count(uint64_t k, uint64_t i) const;
+  // out[j] = at(first + j).dataset for j < count.
+  void datasets(uint64_t first, uint64_t count, uint64_t* out) const;
 
  private:
   std::vector<double> weights_;
@@ -130,6 +132,10 @@ class BlendedSampler {
   // The sample's index in the concatenation of the datasets (torch's ConcatDataset order); below
   // the sum of the sizes, which the constructor checks fits in 64 bits.
   uint64_t flat(BlendedSample s) const { return offsets_[s.dataset] + s.index; }
+  // For j < count, the sample at stream position positions[j] (any, across epochs: a resumed
+  // pass): datasets[j], and indices[j] within that dataset or, when flat, flat(sample).
+  void fill_global(const uint64_t* positions, uint64_t count, uint64_t* datasets, uint64_t* indices,
+                   bool flat) const;
 
  private:
   BlendOptions options_;

@@ -77,6 +77,10 @@ class WeightedSampler {
   }
   // out[j] = (*this)(epoch, first + j); throws std::out_of_range outside [0, num_samples()).
   void fill(uint64_t epoch, uint64_t first, uint64_t count, uint64_t* out) const;
+  // out[j] = global(epoch, first + j * stride) for j < count: any positions of the stream (a
+  // pass resumed at a global position reads first = start + rank, stride = world size).
+  void fill_global(uint64_t epoch, uint64_t first, uint64_t stride, uint64_t count,
+                   uint64_t* out) const;
 
  private:
   WeightedOptions options_;
