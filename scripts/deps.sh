@@ -3,7 +3,7 @@
 # Debian's archive (Debian 12 or 13); the PyTorch 2 stack from the Python package index, pinned.
 
 # Packages for building the library, the CLI and the C++ tests (nlohmann-json3-dev: the header-only
-# JSON parser of the checkpoint reader, src/state.cc).
+# JSON parser of the checkpoint reader, src/state_codec.cc).
 DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev nlohmann-json3-dev"
 # Packages for the loader layer, the MPI training example and its chart (examples/, scripts/train.sh).
 DISTSAMPLER_LOADER_PACKAGES="zlib1g-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist python3-matplotlib libcli11-dev"

@@ -391,6 +391,28 @@ def test_a_version_1_batch_sampler_state_resumes_on_version_1_only():
         DistributedBatchSampler(range(50), 5, 2, 0, order="feistel", seed=3).load_state_dict(state)
 
 
+@pytest.mark.parametrize("kind", ["eval", "iterable"])
+def test_a_state_resumes_on_its_feistel_version_only(kind):
+    """The eval sampler and the iterable adapter carry feistel_version in their config where it
+    is not the table's value when absent (1): a state of either version loads into a sampler of
+    that version only, naming the field otherwise (never the other version's order silently)."""
+    from distsampler.data import DistributedIterableDataset
+
+    def make(version):
+        if kind == "eval":
+            return DistributedEvalSampler(range(50), 2, 0, order="feistel", seed=3,
+                                          feistel_version=version)
+        return DistributedIterableDataset(range(50), 5, 2, 0, order="feistel", seed=3,
+                                          feistel_version=version)
+
+    for saved, other in ((1, 2), (2, 1)):
+        state = make(saved).state_dict()
+        assert ("feistel_version" in state["config"]) == (saved == 2)
+        make(saved).load_state_dict(state)
+        with pytest.raises(ValueError, match="feistel_version"):
+            make(other).load_state_dict(state)
+
+
 def waste(batches, lengths):
     slots = sum(len(b) * max(lengths[i] for i in b) for b in batches)
     return 1 - sum(lengths[i] for b in batches for i in b) / slots
