@@ -1,105 +1,70 @@
-// The keyed permutation of [0, n), versions 1 and 2 (feistel.h says what each is).
-//
-// Version 2, and why each piece:
-// - The network. A Feistel network over a domain barely above n: [0, L * 2^s), s = ceil(k / 2)
-//   for k = bit_width(n - 1) and L = ceil(n / 2^s), restricted to [0, n) by cycle walking (Black
-//   and Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002). The right part (s bits)
-//   takes XOR rounds, the left part (range L) modular-addition rounds: a bijection whatever L,
-//   as in mixed-radix format-preserving encryption (the "FF1" family, NIST SP 800-38G, adds
-//   modulo a radix power the same way). Since D = L * 2^s < n + 2^s, a fraction below
-//   2^(1 - floor(k / 2)) of the positions walk at all (1 in 12,600 at n = 10^8), where version 1's
-//   power-of-two domain walks up to half of them: the SIMD kernels need no walking pass, only a
-//   scalar redo of the rare flagged lane (src/feistel_gather_v2.cc). Pseudorandom permutations
-//   from Feistel networks: Luby and Rackoff (SIAM J. Comput. 1988); unbalanced and
-//   small-domain ones: Morris, Rogaway and Stegers ("How to Encipher Messages on a Small Domain",
-//   CRYPTO 2009). Those bounds assume random round functions; ours are keyed mixing functions,
-//   so the rounds are set by measurement (below) with the generic attacks' margin in mind.
-// - The round function: mix(x, a, b) = ((((x ^ a) * M1) ^ ((x ^ a) * M1 >> 15)) ^ b) * M2 mod
-//   2^32, M1 and M2 the multipliers of lowbias32 (Hash Prospector, a 32-bit hash with full
-//   avalanche), keyed by two words per round. An XOR round keeps the top s bits; a modular round
-//   adds the hash scaled to [0, L), floor(h * L / 2^32) (Lemire's multiply-shift), never the top
-//   floor(log2 L) bits, which reach only [0, 2^t), as little as half of Z_L (a first draft did,
-//   and the battery saw it at n = 1,000,003: z = 1,700). The first version 2 (unreleased) hashed
-//   with one keyed multiply, (x ^ a) * m: a one-bit difference of x then becomes one of two
-//   additive differences of the product, so the round after an unchanged part maps a difference
-//   to a few differences, and 6 rounds acted like 4; an audit (issue 20) found the differences of
-//   p(x) and p(x XOR 2^j) repeating at z = 300 per key at n = 1,000,003. The second multiply,
-//   after the xorshift folds the high bits into the low ones, spreads every difference over the
-//   whole word; tools/quality_structure.cc checks exactly this (and a linear variant of mix,
-//   its multiplies carry-less, fails it at z > 1,000).
-// - Parity. In version 1 every round XORs f(l) into a half of b bits, translating that half, for
-//   each value l of the other half, by f(l); a nonzero translation is 2^(b - 1) disjoint
-//   transpositions, even once b >= 2. So once both halves have 2 bits or more, the network yields
-//   only even permutations, and the restriction by cycle walking has a parity fixed by n more than
-//   by the key (issue 13: P(odd) = 0 at n = 65536, 1 at n = 65535). Version 2's XOR rounds are
-//   even the same way, and its modular rounds (rotations of Z_L) have a parity that varies with L
-//   and the key, so nothing makes the two classes equally likely by itself. The correction: after
-//   the walk, with probability 1/2 (a key bit), swap the values 0 and 1. If the walked network is
-//   uniform within each parity class, with any split p : 1 - p between them, the corrected order is
-//   exactly uniform: a permutation pi is reached as itself (1/2 of the time) or from tau pi (the
-//   other 1/2), whose parities differ, so its probability is p/(n!/2)/2 + (1 - p)/(n!/2)/2 = 1/n!.
-//   The swap is its own inverse, O(1) and branch-free.
-// - Small n. Halves of 1 to 3 bits mix slowly (n = 8 fails with 32 rounds): the round
-//   functions then form a small group (affine maps over GF(2)^3 show up 1.15x too often). Up to
-//   kExactSize the order is instead a Fisher-Yates shuffle (Durstenfeld 1964) drawn from the
-//   counter-based hash hash_at(key, counter), each draw in [0, i] by Lemire's multiply-shift with
-//   rejection ("Fast Random Integer Generation in an Interval", ACM TOMACS 2019), so exactly
-//   uniform given uniform words. The order and its inverse are held in two 64-byte tables, still
-//   O(1) memory; construction costs kExactSize draws.
-// - Rounds. 8 by default, twice the most the battery breaks. Its structure-aware statistics
-//   (tools/quality_structure.cc: collisions of output differences for single-bit XOR and small
-//   additive input differences in both halves, per key, and linear correlations) fail 4 rounds
-//   (z = 48 with 60 keys at n = 131,073, 27 with 6 at 1,000,003) and pass 5, 6 and 7 (|z| < 3);
-//   the generic attacks on Feistel networks with random round functions (Patarin, ASIACRYPT 2001
-//   and CRYPTO 2004) need about N^((r - 4) / 2) work for r >= 6 rounds over N values, so 8 rounds
-//   leave an O(N^2) attack, far beyond a test that reads one permutation per key. Smaller domains
-//   run more: halves of up to 8 bits (n <= 2^16) at least 24 rounds (version 1: only up to 64
-//   elements), since at n = 100 (4 + 3-bit halves) 8 rounds of the first version 2 correlated the
-//   positions of v and v + 8 (z = 7.6). The cost is irrelevant at these sizes.
-// - The key. (seed, epoch) are hashed as before under a new domain, then n is hashed in, so the
-//   orders of n and n + 1 are unrelated (version 1 agreed on 999 of 1000 positions).
-// Nothing here depends on the platform: 64-bit integer arithmetic and the hashes of hash.h.
+// FeistelPermutation: the checks at the boundary, the choice of version, and the choice of gather
+// kernel per instruction set. The versions are src/feistel_v1*.cc and src/feistel_v2*.cc.
 #include "distsampler/feistel.h"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "distsampler/hash.h"
+#include "feistel_internal.h"
 
 namespace distsampler {
 namespace {
 
-int bit_width(uint64_t x) {
-  int w = 0;
-  while (x != 0) {
-    ++w;
-    x >>= 1;
+const char* level_name(detail::SimdLevel level) {
+  switch (level) {
+    case detail::SimdLevel::kPortable:
+      return "portable";
+    case detail::SimdLevel::kAvx2:
+      return "avx2";
+    case detail::SimdLevel::kAvx512:
+      return "avx512";
+    case detail::SimdLevel::kSse41:
+      return "sse4.1";
   }
-  return w;
-}
-
-// A uniform draw from [0, bound) (bound >= 1) from the stream hash_at(key, *counter), by
-// Lemire's method: the high word of x * bound, rejecting the x whose low word falls below
-// 2^64 mod bound, which leaves exactly floor(2^64 / bound) words per outcome.
-uint64_t uniform_below(uint64_t key, uint64_t* counter, uint64_t bound) {
-  uint64_t x = hash_at(key, (*counter)++);
-  uint64_t low = x * bound;
-  if (low < bound) {
-    const uint64_t threshold = (0 - bound) % bound;
-    while (low < threshold) {
-      x = hash_at(key, (*counter)++);
-      low = x * bound;
-    }
-  }
-  return detail::mul_high64(x, bound);
+  return "unknown";
 }
 
 }  // namespace
 
-FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds,
-                                       int version)
-    : n_(n), version_(version), rounds_(rounds), keys_{}, keys2_{}, table_{}, inverse_table_{} {
+namespace detail {
+
+bool simd_level_supported(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kPortable:
+      return true;
+#if DISTSAMPLER_X86_KERNELS
+    case SimdLevel::kSse41:
+      return __builtin_cpu_supports("sse4.1");
+    case SimdLevel::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case SimdLevel::kAvx512:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq");
+#else
+    case SimdLevel::kSse41:
+    case SimdLevel::kAvx2:
+    case SimdLevel::kAvx512:
+      return false;
+#endif
+  }
+  return false;
+}
+
+SimdLevel best_simd_level() {
+  static const SimdLevel best = [] {
+    for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2, SimdLevel::kSse41}) {
+      if (simd_level_supported(level)) return level;
+    }
+    return SimdLevel::kPortable;
+  }();
+  return best;
+}
+
+}  // namespace detail
+
+FeistelPermutation::Impl FeistelPermutation::make(uint64_t n, uint64_t seed, uint64_t epoch,
+                                                  int rounds, int version) {
   if (n > kMaxSize) {
     throw std::invalid_argument(
         "size = " + std::to_string(n) +
@@ -114,68 +79,37 @@ FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch
     throw std::invalid_argument("version = " + std::to_string(version) +
                                 " is not a Feistel order version; allowed: 1, 2");
   }
-  if (rounds == kVersionDefaultRounds) rounds_ = default_rounds(version);
-  if (n <= (version == kVersion1 ? kSmallSize : kSmallDomainVersion2)) {
-    rounds_ = std::max(rounds_, kSmallSizeRounds);
-  } else if (version == kVersion2 && n <= kNarrowDomainVersion2) {
-    rounds_ = std::max(rounds_, kNarrowDomainRounds);
-  }
-  const int width = n <= 1 ? 0 : bit_width(n - 1);
-  if (version == kVersion1) {
-    right_bits_ = width / 2;
-    right_mask_ = static_cast<uint32_t>((uint64_t{1} << right_bits_) - 1);
-    left_mask_ = static_cast<uint32_t>((uint64_t{1} << (width - right_bits_)) - 1);
-    uint64_t state = derive_key(seed, epoch, kDomainFeistelOrder);
-    for (int r = 0; r < rounds_; ++r) {
-      state = mix64(state);
-      keys_[r] = static_cast<uint32_t>(state >> 32);
-    }
-    return;
-  }
-  // Version 2: the right part takes ceil(width / 2) <= 32 bits and the left part ranges over
-  // [0, L), L = ceil(n / 2^s) <= 2^floor(width / 2) <= 2^31, so left + c < 2L never wraps.
-  right_bits_ = (width + 1) / 2;
-  right_mask_ = static_cast<uint32_t>((uint64_t{1} << right_bits_) - 1);
-  left_size_ = n <= 1 ? 1 : static_cast<uint32_t>(((n - 1) >> right_bits_) + 1);
-  left_mask_ = 0;
-  right_shift_ = 32 - right_bits_;
-  uint64_t state =
-      mix64(derive_key(seed, epoch, kDomainFeistelOrder2) ^ mix64(n ^ 0x6e2d73697a65ull));
-  // Independent of the round keys below: they come from mix64 iterated on state itself.
-  flip_ = hash_at(state, 0x70617269747900ull) >> 63;
-  if (n <= kExactSize) {
-    exact_ = true;
-    flip_ = 0;
-    shuffle_exactly(hash_at(state, 0x65786163740000ull));
-    return;
-  }
-  for (int r = 0; r < rounds_; ++r) {
-    state = mix64(state);
-    keys_[r] = static_cast<uint32_t>(state >> 32);
-    keys2_[r] = static_cast<uint32_t>(state);
-  }
-  if (flip_ != 0) {
-    // inverse() without its correction, of the two values the correction swaps.
-    for (uint64_t v = 0; v < 2; ++v) parity_positions_[v] = network_inverse(v);
-  }
+  if (rounds == kVersionDefaultRounds) rounds = default_rounds(version);
+  if (version == kVersion1) return Impl(std::in_place_index<0>, n, seed, epoch, rounds);
+  return Impl(std::in_place_index<1>, n, seed, epoch, rounds);
 }
 
-void FeistelPermutation::shuffle_exactly(uint64_t key) {
-  for (uint64_t i = 0; i < n_; ++i) table_[i] = static_cast<uint8_t>(i);
-  uint64_t counter = 0;
-  for (uint64_t i = n_; i > 1; --i) {
-    const uint64_t j = uniform_below(key, &counter, i);
-    std::swap(table_[i - 1], table_[j]);
-  }
-  for (uint64_t i = 0; i < n_; ++i) inverse_table_[table_[i]] = static_cast<uint8_t>(i);
-}
+FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds,
+                                       int version)
+    : impl_(make(n, seed, epoch, rounds, version)) {}
 
 uint64_t FeistelPermutation::at(uint64_t position) const {
-  if (position >= n_) {
-    throw std::out_of_range("position = " + std::to_string(position) +
-                            " is out of range; allowed: position < size = " + std::to_string(n_));
+  if (position >= size()) {
+    throw std::out_of_range(
+        "position = " + std::to_string(position) +
+        " is out of range; allowed: position < size = " + std::to_string(size()));
   }
   return (*this)(position);
+}
+
+void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
+                                uint64_t* out) const {
+  gather(first, stride, count, out, detail::best_simd_level());
+}
+
+void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
+                                detail::SimdLevel level) const {
+  if (!detail::simd_level_supported(level)) {
+    throw std::invalid_argument(std::string("level = ") + level_name(level) +
+                                " is not supported by this build or CPU; allowed: a level for "
+                                "which detail::simd_level_supported is true");
+  }
+  visit([&](const auto& p) { p.gather(first, stride, count, out, level); });
 }
 
 }  // namespace distsampler

@@ -1,13 +1,13 @@
-// Version 2's AVX2 gather kernel (feistel_gather_v2.h): 8 lanes of 32 bits per vector and 8
+// Version 2's AVX2 gather kernel (feistel_v2_gather.h): 8 lanes of 32 bits per vector and 8
 // vectors in flight, every round of a lane in registers; per round the round function's two 32-bit
-// multiplies (FeistelPermutation::mix), and one 32 x 32 -> 64-bit multiply more per modular round.
+// multiplies (FeistelV2::mix), and one 32 x 32 -> 64-bit multiply more per modular round.
 //
 // Positions below 2^32 (n <= 2^32) are 32-bit lanes from the start; larger ones are produced as
 // 64-bit lanes, split into left (>> s) and right (& (2^s - 1)) parts and packed into 32-bit lanes,
 // which the output unpacks again. A step whose largest left part reaches walk_bound (one unsigned
 // max over its vectors, one compare) goes through fix_step. Compiled with a target attribute, so
-// the build stays baseline; gather_version2 calls it only where the CPU has AVX2.
-#include "feistel_gather_v2.h"
+// the build stays baseline; FeistelV2::gather calls it only where the CPU has AVX2.
+#include "feistel_v2_gather.h"
 
 #if DISTSAMPLER_X86_KERNELS
 #include <immintrin.h>
@@ -24,24 +24,22 @@ namespace {
 // is the order _mm256_shuffle_ps leaves when it packs the low halves of two 64-bit vectors).
 constexpr int32_t kAvx2Lane[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
-// Vectors in flight per step: one vector alone is bound by the latency of its chain of rounds
-// (about 16 cycles per pair), which the out-of-order window cannot hide.
+// Vectors in flight per step: one vector alone is bound by the latency of its chain of rounds,
+// which the out-of-order window cannot hide.
 constexpr int kAvx2Vectors = 8;
 
 // Round constants, broadcast once (AVX2 has no broadcast memory operands for integers).
 struct Avx2Keys {
-  __m256i key[FeistelPermutation::kMaxRounds];
-  __m256i key2[FeistelPermutation::kMaxRounds];
+  __m256i key[FeistelV2::kMaxRounds];
+  __m256i key2[FeistelV2::kMaxRounds];
 };
 
-// FeistelPermutation::mix per 32-bit lane.
+// FeistelV2::mix per 32-bit lane.
 DISTSAMPLER_TARGET_AVX2 inline __m256i avx2_mix(__m256i x, __m256i a, __m256i b) {
-  __m256i h =
-      _mm256_mullo_epi32(_mm256_xor_si256(x, a),
-                         _mm256_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier1)));
-  h = _mm256_xor_si256(_mm256_xor_si256(h, _mm256_srli_epi32(h, FeistelPermutation::kMixShift)), b);
-  return _mm256_mullo_epi32(
-      h, _mm256_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier2)));
+  __m256i h = _mm256_mullo_epi32(_mm256_xor_si256(x, a),
+                                 _mm256_set1_epi32(static_cast<int>(FeistelV2::kMixMultiplier1)));
+  h = _mm256_xor_si256(_mm256_xor_si256(h, _mm256_srli_epi32(h, FeistelV2::kMixShift)), b);
+  return _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(FeistelV2::kMixMultiplier2)));
 }
 
 // floor(h * size / 2^32) per 32-bit lane: the even lanes' 64-bit products keep their high words
@@ -82,10 +80,9 @@ DISTSAMPLER_TARGET_AVX2 inline bool avx2_flagged(__m256i flags, __m256i bound) {
 // Positions below 2^32 (n <= 2^32): 8 lanes per vector, V vectors per step, from j while
 // j + 8V <= count; returns the next j.
 template <int V, int R>
-DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_narrow(const FeistelPermutation& p, const Network& net,
-                                                    const Avx2Keys& k, uint64_t first,
-                                                    uint64_t stride, uint64_t j, uint64_t count,
-                                                    uint64_t* out) {
+DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_narrow(const Network& net, const Avx2Keys& k,
+                                                    uint64_t first, uint64_t stride, uint64_t j,
+                                                    uint64_t count, uint64_t* out) {
   const __m256i bound = _mm256_set1_epi32(static_cast<int>(walk_bound(net)));
   const __m256i zero = _mm256_setzero_si256();
   const __m128i s = _mm_cvtsi32_si128(net.right_bits);
@@ -112,17 +109,16 @@ DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_narrow(const FeistelPermutation& p,
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 4), _mm256_unpackhi_epi32(x, zero));
       flags = _mm256_max_epu32(flags, left[v]);
     }
-    if (avx2_flagged(flags, bound)) fix_step(p, net.n, first, stride, j, 8 * V, out);
+    if (avx2_flagged(flags, bound)) fix_step(net, first, stride, j, 8 * V, out);
   }
   return j;
 }
 
 // Any positions: 64-bit lanes split into parts and packed into 32-bit lanes (kAvx2Lane order).
 template <int V, int R>
-DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_wide(const FeistelPermutation& p, const Network& net,
-                                                  const Avx2Keys& k, uint64_t first,
-                                                  uint64_t stride, uint64_t j, uint64_t count,
-                                                  uint64_t* out) {
+DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_wide(const Network& net, const Avx2Keys& k,
+                                                  uint64_t first, uint64_t stride, uint64_t j,
+                                                  uint64_t count, uint64_t* out) {
   const __m256i bound = _mm256_set1_epi32(static_cast<int>(walk_bound(net)));
   const __m128i s = _mm_cvtsi32_si128(net.right_bits);
   const __m128i hs = _mm_cvtsi32_si128(32 - net.right_bits);
@@ -157,40 +153,38 @@ DISTSAMPLER_TARGET_AVX2 inline uint64_t avx2_wide(const FeistelPermutation& p, c
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 4), _mm256_unpackhi_epi32(lo, hi));
       flags = _mm256_max_epu32(flags, left[v]);
     }
-    if (avx2_flagged(flags, bound)) fix_step(p, net.n, first, stride, j, 8 * V, out);
+    if (avx2_flagged(flags, bound)) fix_step(net, first, stride, j, 8 * V, out);
   }
   return j;
 }
 
 template <int R>
-DISTSAMPLER_TARGET_AVX2 void avx2_all(const FeistelPermutation& p, const Network& net,
-                                      const Avx2Keys& k, uint64_t first, uint64_t stride,
-                                      uint64_t count, uint64_t* out) {
+DISTSAMPLER_TARGET_AVX2 void avx2_all(const Network& net, const Avx2Keys& k, uint64_t first,
+                                      uint64_t stride, uint64_t count, uint64_t* out) {
   uint64_t j = 0;
   if (net.n <= (uint64_t{1} << 32)) {
-    j = avx2_narrow<kAvx2Vectors, R>(p, net, k, first, stride, j, count, out);
-    j = avx2_narrow<1, R>(p, net, k, first, stride, j, count, out);
+    j = avx2_narrow<kAvx2Vectors, R>(net, k, first, stride, j, count, out);
+    j = avx2_narrow<1, R>(net, k, first, stride, j, count, out);
   } else {
-    j = avx2_wide<kAvx2Vectors, R>(p, net, k, first, stride, j, count, out);
-    j = avx2_wide<1, R>(p, net, k, first, stride, j, count, out);
+    j = avx2_wide<kAvx2Vectors, R>(net, k, first, stride, j, count, out);
+    j = avx2_wide<1, R>(net, k, first, stride, j, count, out);
   }
-  for (; j < count; ++j) out[j] = p.network_value(first + j * stride);
+  for (; j < count; ++j) out[j] = net.value(first + j * stride);
 }
 
 }  // namespace
 
-DISTSAMPLER_TARGET_AVX2 void gather_avx2(const FeistelPermutation& p, const Network& net,
-                                         uint64_t first, uint64_t stride, uint64_t count,
-                                         uint64_t* out) {
+DISTSAMPLER_TARGET_AVX2 void gather_avx2(const Network& net, uint64_t first, uint64_t stride,
+                                         uint64_t count, uint64_t* out) {
   Avx2Keys k;
   for (int r = 0; r < net.rounds; ++r) {
     k.key[r] = _mm256_set1_epi32(static_cast<int>(net.keys[r]));
     k.key2[r] = _mm256_set1_epi32(static_cast<int>(net.keys2[r]));
   }
-  if (net.rounds == FeistelPermutation::kVersion2Rounds) {
-    avx2_all<FeistelPermutation::kVersion2Rounds>(p, net, k, first, stride, count, out);
+  if (net.rounds == FeistelV2::kDefaultRounds) {
+    avx2_all<FeistelV2::kDefaultRounds>(net, k, first, stride, count, out);
   } else {
-    avx2_all<0>(p, net, k, first, stride, count, out);
+    avx2_all<0>(net, k, first, stride, count, out);
   }
 }
 

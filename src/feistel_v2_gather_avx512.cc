@@ -1,12 +1,12 @@
-// Version 2's AVX-512 gather kernel (feistel_gather_v2.h): 16 lanes of 32 bits per vector and 8
+// Version 2's AVX-512 gather kernel (feistel_v2_gather.h): 16 lanes of 32 bits per vector and 8
 // vectors in flight, every round of a lane in registers, the round keys as broadcast memory
 // operands. Each lane's position is carried as its left and right parts from vector to vector;
 // the output unpacks (left << s) | right into 64-bit values. A step whose largest left part
 // reaches walk_bound goes through fix_step.
 //
-// Not dispatched yet (see gather_version2): kept compiling until it has run against operator() on
+// Not dispatched yet (see FeistelV2::gather): kept compiling until it has run against operator() on
 // an AVX-512 CPU. Compiled with a target attribute, so the build stays baseline.
-#include "feistel_gather_v2.h"
+#include "feistel_v2_gather.h"
 
 #if DISTSAMPLER_X86_KERNELS
 #include <immintrin.h>
@@ -38,9 +38,9 @@ constexpr int kAvx512Lane[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 1
 // Scalars, broadcast by the instructions that read them (AVX-512's embedded broadcast), which
 // leaves the 32 vector registers to the lanes.
 struct Avx512Keys {
-  uint32_t key[FeistelPermutation::kMaxRounds];   // even rounds: the key XORed into left
-  uint32_t fold[FeistelPermutation::kMaxRounds];  // even rounds: P_before ^ P_after
-  uint32_t key2[FeistelPermutation::kMaxRounds];
+  uint32_t key[FeistelV2::kMaxRounds];   // even rounds: the key XORed into left
+  uint32_t fold[FeistelV2::kMaxRounds];  // even rounds: P_before ^ P_after
+  uint32_t key2[FeistelV2::kMaxRounds];
   uint32_t last;  // P after the last round
 };
 
@@ -58,13 +58,13 @@ DISTSAMPLER_TARGET_AVX512 inline void avx512_rounds(const Network& net, const Av
   const int rounds = rounds_of(R, net);
   const __m128i rs = _mm_cvtsi32_si128(net.right_shift);
   const __m512i size = _mm512_set1_epi32(static_cast<int>(net.left_size));
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier1));
-  const __m512i m2 = _mm512_set1_epi32(static_cast<int>(FeistelPermutation::kMixMultiplier2));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(FeistelV2::kMixMultiplier1));
+  const __m512i m2 = _mm512_set1_epi32(static_cast<int>(FeistelV2::kMixMultiplier2));
   for (int r = 0; r < rounds; r += 2) {
     for (int v = 0; v < V; ++v) {
       __m512i g = _mm512_mullo_epi32(
           _mm512_xor_si512(left[v], _mm512_set1_epi32(static_cast<int>(k.key[r]))), m1);
-      g = _mm512_ternarylogic_epi32(g, _mm512_srli_epi32(g, FeistelPermutation::kMixShift),
+      g = _mm512_ternarylogic_epi32(g, _mm512_srli_epi32(g, FeistelV2::kMixShift),
                                     _mm512_set1_epi32(static_cast<int>(k.key2[r])), 0x96);
       const __m512i h = _mm512_srl_epi32(_mm512_mullo_epi32(g, m2), rs);
       right[v] =
@@ -75,7 +75,7 @@ DISTSAMPLER_TARGET_AVX512 inline void avx512_rounds(const Network& net, const Av
       for (int v = 0; v < V; ++v) {
         // right[v] carries the round's first key already (Avx512Keys).
         __m512i g = _mm512_mullo_epi32(right[v], m1);
-        g = _mm512_ternarylogic_epi32(g, _mm512_srli_epi32(g, FeistelPermutation::kMixShift),
+        g = _mm512_ternarylogic_epi32(g, _mm512_srli_epi32(g, FeistelV2::kMixShift),
                                       _mm512_set1_epi32(static_cast<int>(k.key2[r + 1])), 0x96);
         const __m512i h = _mm512_mullo_epi32(g, m2);
         const __m512i y = _mm512_add_epi32(left[v], avx512_scale(h, size));
@@ -93,8 +93,7 @@ DISTSAMPLER_TARGET_AVX512 inline void avx512_rounds(const Network& net, const Av
 // small strides) takes two additions per vector; the others add with the carry. kWide: n > 2^32,
 // whose values need a high word.
 template <int V, int R, bool kWide>
-DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_steps(const FeistelPermutation& p,
-                                                       const Network& net, const Avx512Keys& k,
+DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_steps(const Network& net, const Avx512Keys& k,
                                                        uint64_t first, uint64_t stride, uint64_t j,
                                                        uint64_t count, uint64_t* out) {
   const __m512i bound = _mm512_set1_epi32(static_cast<int>(walk_bound(net)));
@@ -159,32 +158,29 @@ DISTSAMPLER_TARGET_AVX512 inline uint64_t avx512_steps(const FeistelPermutation&
       _mm512_storeu_si512(o + 8, _mm512_unpackhi_epi32(lo, hi));
       flags = _mm512_max_epu32(flags, left[v]);
     }
-    if (_mm512_cmpge_epu32_mask(flags, bound) != 0)
-      fix_step(p, net.n, first, stride, j, 16 * V, out);
+    if (_mm512_cmpge_epu32_mask(flags, bound) != 0) fix_step(net, first, stride, j, 16 * V, out);
   }
   return j;
 }
 
 template <int R>
-DISTSAMPLER_TARGET_AVX512 void avx512_all(const FeistelPermutation& p, const Network& net,
-                                          const Avx512Keys& k, uint64_t first, uint64_t stride,
-                                          uint64_t count, uint64_t* out) {
+DISTSAMPLER_TARGET_AVX512 void avx512_all(const Network& net, const Avx512Keys& k, uint64_t first,
+                                          uint64_t stride, uint64_t count, uint64_t* out) {
   uint64_t j = 0;
   if (net.n <= (uint64_t{1} << 32)) {
-    j = avx512_steps<kAvx512Vectors, R, false>(p, net, k, first, stride, j, count, out);
-    j = avx512_steps<1, R, false>(p, net, k, first, stride, j, count, out);
+    j = avx512_steps<kAvx512Vectors, R, false>(net, k, first, stride, j, count, out);
+    j = avx512_steps<1, R, false>(net, k, first, stride, j, count, out);
   } else {
-    j = avx512_steps<kAvx512Vectors, R, true>(p, net, k, first, stride, j, count, out);
-    j = avx512_steps<1, R, true>(p, net, k, first, stride, j, count, out);
+    j = avx512_steps<kAvx512Vectors, R, true>(net, k, first, stride, j, count, out);
+    j = avx512_steps<1, R, true>(net, k, first, stride, j, count, out);
   }
-  for (; j < count; ++j) out[j] = p.network_value(first + j * stride);
+  for (; j < count; ++j) out[j] = net.value(first + j * stride);
 }
 
 }  // namespace
 
-DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p, const Network& net,
-                                             uint64_t first, uint64_t stride, uint64_t count,
-                                             uint64_t* out) {
+DISTSAMPLER_TARGET_AVX512 void gather_avx512(const Network& net, uint64_t first, uint64_t stride,
+                                             uint64_t count, uint64_t* out) {
   Avx512Keys k{};
   uint32_t carried = 0;
   for (int r = 0; r < net.rounds; r += 2) {
@@ -196,10 +192,10 @@ DISTSAMPLER_TARGET_AVX512 void gather_avx512(const FeistelPermutation& p, const 
     carried = next;
   }
   k.last = carried;
-  if (net.rounds == FeistelPermutation::kVersion2Rounds) {
-    avx512_all<FeistelPermutation::kVersion2Rounds>(p, net, k, first, stride, count, out);
+  if (net.rounds == FeistelV2::kDefaultRounds) {
+    avx512_all<FeistelV2::kDefaultRounds>(net, k, first, stride, count, out);
   } else {
-    avx512_all<0>(p, net, k, first, stride, count, out);
+    avx512_all<0>(net, k, first, stride, count, out);
   }
 }
 

@@ -1,14 +1,14 @@
-// Version 2's portable gather kernel (feistel_gather_v2.h), for every CPU, and the same source
+// Version 2's portable gather kernel (feistel_v2_gather.h), for every CPU, and the same source
 // built for SSE4.1. With GCC or Clang it is written in their generic vector extension (4 x 32-bit
 // lanes: SSE2 on baseline x86-64, NEON on ARM, scalar code elsewhere), 7 vectors in flight, every
-// round of a lane in registers; other compilers get the scalar network_value per position.
+// round of a lane in registers; other compilers get the scalar net.value per position.
 //
 // A lane holds a position as its left (>> s) and right (& (2^s - 1)) parts, 32 bits each: split
 // from 32-bit positions when n <= 2^32; carried from vector to vector as the two parts (the right
 // part's carry added into the left one) when n < 2^60; split from 64-bit positions above. The
 // output widens (left << s) | right to 64 bits; a step holding a lane whose left part reaches
 // walk_bound goes through fix_step.
-#include "feistel_gather_v2.h"
+#include "feistel_v2_gather.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -81,16 +81,16 @@ inline __attribute__((always_inline)) Lanes portable_mullo(Lanes x, Lanes m) {
 
 // The round constants as vectors, read as memory operands (opaque).
 struct PortableKeys {
-  Lanes key[FeistelPermutation::kMaxRounds];
-  Lanes key2[FeistelPermutation::kMaxRounds];
+  Lanes key[FeistelV2::kMaxRounds];
+  Lanes key2[FeistelV2::kMaxRounds];
 };
 
-// The round function's first multiply and xorshift (FeistelPermutation::mix without its last
+// The round function's first multiply and xorshift (FeistelV2::mix without its last
 // multiply, which the callers fuse with what they do next).
 template <bool kNative>
 inline __attribute__((always_inline)) Lanes portable_premix(Lanes x, Lanes a, Lanes b) {
-  const Lanes h = portable_mullo<kNative>(x ^ a, Lanes{} + FeistelPermutation::kMixMultiplier1);
-  return h ^ (h >> FeistelPermutation::kMixShift) ^ b;
+  const Lanes h = portable_mullo<kNative>(x ^ a, Lanes{} + FeistelV2::kMixMultiplier1);
+  return h ^ (h >> FeistelV2::kMixShift) ^ b;
 }
 
 // kSmall: L <= 2^30, so left + c < 2^31 and a signed compare (all SSE2 has) decides.
@@ -105,11 +105,11 @@ inline __attribute__((always_inline)) void portable_rounds(const Network& net,
   for (; r + 1 < rounds; r += 2) {
     for (int v = 0; v < kPortableVectors; ++v) {
       right[v] ^= portable_mullo<kNative>(portable_premix<kNative>(left[v], k.key[r], k.key2[r]),
-                                          Lanes{} + FeistelPermutation::kMixMultiplier2) >>
+                                          Lanes{} + FeistelV2::kMixMultiplier2) >>
                   rs;
       const Lanes c =
           portable_scaled_hash(portable_premix<kNative>(right[v], k.key[r + 1], k.key2[r + 1]),
-                               Lanes{} + FeistelPermutation::kMixMultiplier2, size);
+                               Lanes{} + FeistelV2::kMixMultiplier2, size);
       if (kSmall) {
         const Lanes y = left[v] + c;
         left[v] =
@@ -126,7 +126,7 @@ inline __attribute__((always_inline)) void portable_rounds(const Network& net,
   if (r < rounds) {
     for (int v = 0; v < kPortableVectors; ++v) {
       right[v] ^= portable_mullo<kNative>(portable_premix<kNative>(left[v], k.key[r], k.key2[r]),
-                                          Lanes{} + FeistelPermutation::kMixMultiplier2) >>
+                                          Lanes{} + FeistelV2::kMixMultiplier2) >>
                   rs;
     }
   }
@@ -134,21 +134,23 @@ inline __attribute__((always_inline)) void portable_rounds(const Network& net,
 
 // Recomputes the lanes of a step whose value may be >= n (left >= walk_bound; left < 2^31, so a
 // signed compare decides).
-inline void portable_fix(const FeistelPermutation& p, const Network& net, const Lanes* left,
-                         uint64_t first, uint64_t stride, uint64_t j, uint64_t* out) {
+inline void portable_fix(const Network& net, const Lanes* left, uint64_t first, uint64_t stride,
+                         uint64_t j, uint64_t* out) {
   const int32_t last = static_cast<int32_t>(walk_bound(net)) - 1;
   Mask any = {0, 0, 0, 0};
   for (int v = 0; v < kPortableVectors; ++v) any |= reinterpret_cast<const Mask&>(left[v]) > last;
   if ((any[0] | any[1] | any[2] | any[3]) == 0) return;
-  fix_step(p, net.n, first, stride, j, kPortableLanes, out);
+  fix_step(net, first, stride, j, kPortableLanes, out);
 }
 
 // R as for the x86 kernels: the rounds as a constant, or 0 for net.rounds.
 // The rounds, the 64-bit output and the fix of one step of positions above 2^32.
 template <int R, bool kSmall, bool kNative>
-inline __attribute__((always_inline)) void portable_wide_step(
-    const FeistelPermutation& p, const Network& net, const PortableKeys& keys, Lanes* left,
-    Lanes* right, uint64_t first, uint64_t stride, uint64_t j, uint64_t* out) {
+inline __attribute__((always_inline)) void portable_wide_step(const Network& net,
+                                                              const PortableKeys& keys, Lanes* left,
+                                                              Lanes* right, uint64_t first,
+                                                              uint64_t stride, uint64_t j,
+                                                              uint64_t* out) {
   portable_rounds<R, kSmall, kNative>(net, keys, left, right);
   const int s = net.right_bits;
   for (int v = 0; v < kPortableVectors; ++v) {
@@ -156,13 +158,12 @@ inline __attribute__((always_inline)) void portable_wide_step(
         (__builtin_convertvector(left[v], Wide) << s) | __builtin_convertvector(right[v], Wide);
     __builtin_memcpy(out + j + 4 * v, &x, sizeof x);
   }
-  portable_fix(p, net, left, first, stride, j, out);
+  portable_fix(net, left, first, stride, j, out);
 }
 
 // Inlined into each entry point below, so that it compiles for that entry's instruction set.
 template <int R, bool kSmall, bool kNative>
-inline __attribute__((always_inline)) void portable_all(const FeistelPermutation& p,
-                                                        const Network& net, uint64_t first,
+inline __attribute__((always_inline)) void portable_all(const Network& net, uint64_t first,
                                                         uint64_t stride, uint64_t count,
                                                         uint64_t* out) {
   PortableKeys keys;
@@ -192,7 +193,7 @@ inline __attribute__((always_inline)) void portable_all(const FeistelPermutation
         const Wide x = __builtin_convertvector((left[v] << s) | right[v], Wide);
         __builtin_memcpy(out + j + 4 * v, &x, sizeof x);
       }
-      portable_fix(p, net, left, first, stride, j, out);
+      portable_fix(net, left, first, stride, j, out);
     }
   } else if (s <= 30) {
     // Larger positions carried as their two parts (as the AVX-512 kernel does), which spares the
@@ -232,8 +233,7 @@ inline __attribute__((always_inline)) void portable_all(const FeistelPermutation
           lpos += dl - carry;
         }
       }
-      portable_wide_step<R, kSmall, kNative>(p, net, opaque(keys), left, right, first, stride, j,
-                                             out);
+      portable_wide_step<R, kSmall, kNative>(net, opaque(keys), left, right, first, stride, j, out);
     }
   } else {
     Wide pos[kPortableVectors];
@@ -247,53 +247,51 @@ inline __attribute__((always_inline)) void portable_all(const FeistelPermutation
         right[v] = __builtin_convertvector(pos[v] & rmask, Lanes);
         pos[v] += step;
       }
-      portable_wide_step<R, kSmall, kNative>(p, net, opaque(keys), left, right, first, stride, j,
-                                             out);
+      portable_wide_step<R, kSmall, kNative>(net, opaque(keys), left, right, first, stride, j, out);
     }
   }
-  for (; j < count; ++j) out[j] = p.network_value(first + j * stride);
+  for (; j < count; ++j) out[j] = net.value(first + j * stride);
 }
 
 template <bool kNative>
-inline __attribute__((always_inline)) void portable_entry(const FeistelPermutation& p,
-                                                          const Network& net, uint64_t first,
+inline __attribute__((always_inline)) void portable_entry(const Network& net, uint64_t first,
                                                           uint64_t stride, uint64_t count,
                                                           uint64_t* out) {
-  constexpr int kDefault = FeistelPermutation::kVersion2Rounds;
+  constexpr int kDefault = FeistelV2::kDefaultRounds;
   if (net.left_size > (uint32_t{1} << 30)) {
-    portable_all<0, false, kNative>(p, net, first, stride, count, out);
+    portable_all<0, false, kNative>(net, first, stride, count, out);
   } else if (net.rounds == kDefault) {
-    portable_all<kDefault, true, kNative>(p, net, first, stride, count, out);
+    portable_all<kDefault, true, kNative>(net, first, stride, count, out);
   } else {
-    portable_all<0, true, kNative>(p, net, first, stride, count, out);
+    portable_all<0, true, kNative>(net, first, stride, count, out);
   }
 }
 
 }  // namespace
 
-void gather_portable(const FeistelPermutation& p, const Network& net, uint64_t first,
-                     uint64_t stride, uint64_t count, uint64_t* out) {
+void gather_portable(const Network& net, uint64_t first, uint64_t stride, uint64_t count,
+                     uint64_t* out) {
 #if defined(__SSE2__)
-  portable_entry<false>(p, net, first, stride, count, out);
+  portable_entry<false>(net, first, stride, count, out);
 #else
-  portable_entry<true>(p, net, first, stride, count, out);
+  portable_entry<true>(net, first, stride, count, out);
 #endif
 }
 
 #if DISTSAMPLER_X86_KERNELS
 // The portable kernel built for SSE4.1: its 32-bit multiply (pmulld) replaces SSE2's two pmuludq
 // and three shuffles. Same source, same bits.
-__attribute__((target("sse4.1"))) void gather_sse41(const FeistelPermutation& p, const Network& net,
-                                                    uint64_t first, uint64_t stride, uint64_t count,
+__attribute__((target("sse4.1"))) void gather_sse41(const Network& net, uint64_t first,
+                                                    uint64_t stride, uint64_t count,
                                                     uint64_t* out) {
-  portable_entry<true>(p, net, first, stride, count, out);
+  portable_entry<true>(net, first, stride, count, out);
 }
 #endif
 #else
-// Other compilers: the scalar network_value per position.
-void gather_portable(const FeistelPermutation& p, const Network&, uint64_t first, uint64_t stride,
-                     uint64_t count, uint64_t* out) {
-  for (uint64_t j = 0; j < count; ++j) out[j] = p.network_value(first + j * stride);
+// Other compilers: the scalar net.value per position.
+void gather_portable(const Network& net, uint64_t first, uint64_t stride, uint64_t count,
+                     uint64_t* out) {
+  for (uint64_t j = 0; j < count; ++j) out[j] = net.value(first + j * stride);
 }
 #endif
 

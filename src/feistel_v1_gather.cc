@@ -1,32 +1,28 @@
-// FeistelPermutation::gather: the permutation evaluated for many positions at once, with SIMD.
-// This file holds version 1's kernels (and the dispatch); version 2's are in feistel_gather_v2.cc.
+// FeistelV1::gather: version 1 (feistel_v1.h) evaluated for many positions at once, with SIMD.
 //
 // Lanes are evaluated in blocks of kBlock: rounds outside, lanes inside, so every inner loop is
 // straight-line 32-bit arithmetic (XOR, shifts, 32-bit multiplies) that the compiler vectorizes.
 // Cycle walking stays vectorized too: after a pass, the offsets (into the output) of the lanes
 // whose value is still >= n are compacted into a short list of 32-bit offsets, and only those
 // lanes are read back, encrypted again and rewritten, until none is left. For 2^(k - 1) < n <= 2^k
-// that costs fewer than one extra pass on average, never a pass per lane. Compacting 32-bit
-// offsets alone, 8 or 16 lanes per instruction, is what keeps the walk's bookkeeping cheap.
+// that costs fewer than one extra pass on average, never a pass per lane.
 //
-// One source, several instruction sets: the kernel is a force-inlined template instantiated in
-// functions carrying GCC/Clang target attributes (AVX2, AVX-512), picked at run time from what the
-// CPU reports; the build itself stays baseline x86-64, and other compilers or architectures get
-// the portable instantiation. Every kernel runs the same integer operations in the same order,
-// so all give the bits of the scalar operator(); feistel_test compares each with it.
+// One source, one kernel per instruction set: the kernel is a force-inlined template instantiated
+// in functions carrying GCC/Clang target attributes (AVX2, AVX-512), each with its own compaction
+// (CompactAvx2, CompactAvx512); other compilers or architectures get the portable instantiation.
+// Every kernel runs the same integer operations in the same order, so all give the bits of the
+// scalar operator(); feistel_test compares each with it.
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
 #include "distsampler/feistel.h"
+#include "distsampler/feistel_v1.h"
 #include "distsampler/hash.h"
+#include "feistel_internal.h"
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define DISTSAMPLER_X86_KERNELS 1
+#if DISTSAMPLER_X86_KERNELS
 #define DISTSAMPLER_ALWAYS_INLINE inline __attribute__((always_inline))
 #include <immintrin.h>
 #else
-#define DISTSAMPLER_X86_KERNELS 0
 #define DISTSAMPLER_ALWAYS_INLINE inline
 #endif
 #if defined(__GNUC__) || defined(__clang__)
@@ -37,6 +33,7 @@
 #endif
 
 namespace distsampler {
+namespace detail {
 namespace {
 
 constexpr int kBlock = 256;  // lanes per block: 2 KB of halves, resident in L1
@@ -279,86 +276,17 @@ DISTSAMPLER_TARGET_AVX512 void gather_avx512(const Key& key, uint64_t first, uin
 }
 #endif
 
-const char* level_name(detail::SimdLevel level) {
-  switch (level) {
-    case detail::SimdLevel::kPortable:
-      return "portable";
-    case detail::SimdLevel::kAvx2:
-      return "avx2";
-    case detail::SimdLevel::kAvx512:
-      return "avx512";
-    case detail::SimdLevel::kSse41:
-      return "sse4.1";
-  }
-  return "unknown";
-}
-
 }  // namespace
 
-namespace detail {
-
-bool simd_level_supported(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kPortable:
-      return true;
-#if DISTSAMPLER_X86_KERNELS
-    case SimdLevel::kSse41:
-      return __builtin_cpu_supports("sse4.1");
-    case SimdLevel::kAvx2:
-      return __builtin_cpu_supports("avx2");
-    case SimdLevel::kAvx512:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512dq");
-#else
-    case SimdLevel::kSse41:
-    case SimdLevel::kAvx2:
-    case SimdLevel::kAvx512:
-      return false;
-#endif
-  }
-  return false;
-}
-
-SimdLevel best_simd_level() {
-  static const SimdLevel best = [] {
-    for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2, SimdLevel::kSse41}) {
-      if (simd_level_supported(level)) return level;
-    }
-    return SimdLevel::kPortable;
-  }();
-  return best;
-}
-
-}  // namespace detail
-
-void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
-                                uint64_t* out) const {
-  gather(first, stride, count, out, detail::best_simd_level());
-}
-
-void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
-                                detail::SimdLevel level) const {
-  if (!detail::simd_level_supported(level)) {
-    throw std::invalid_argument(std::string("level = ") + level_name(level) +
-                                " is not supported by this build or CPU; allowed: a level for "
-                                "which detail::simd_level_supported is true");
-  }
-  if (exact_) {
-    for (uint64_t j = 0; j < count; ++j) out[j] = table_[first + j * stride];
-    return;
-  }
-  if (version_ == kVersion2) {
-    gather_version2(first, stride, count, out, level);
-    return;
-  }
+void FeistelV1::gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
+                       SimdLevel level) const {
   const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
-    case detail::SimdLevel::kAvx512:
+    case SimdLevel::kAvx512:
       gather_avx512(key, first, stride, count, out);
       break;
-    case detail::SimdLevel::kAvx2:
+    case SimdLevel::kAvx2:
       gather_avx2(key, first, stride, count, out);
       break;
 #endif
@@ -368,4 +296,5 @@ void FeistelPermutation::gather(uint64_t first, uint64_t stride, uint64_t count,
   }
 }
 
+}  // namespace detail
 }  // namespace distsampler
