@@ -19,99 +19,23 @@ global stream is the same for every world size where docs/design.md says so. Bad
 the C++ library's errors: ValueError naming the parameter (IndexError for a window out of range).
 """
 import operator
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import torch
-import torch.distributed as dist
-import torch.utils.data.distributed
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset
 
 from . import _core
-from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, check_feistel_version,
-                      check_order, check_uint64, feistel_version_entry, fill_chunks,
-                      randperm_variant, resolve_world)
+from ._order_samplers import DistributedSamplerWrapper, ShardedDistributedSampler
+from ._passes import (CheckpointMismatch, CoreArgs, check_feistel_version, check_order,
+                      feistel_version_entry, fill_chunks)
+from ._policy_base import (_BATCH_CHUNK, _CHUNK, _Base, _Positions, _TorchDistributedSampler,
+                           _digest, _identity, _randperm, _uint, _uint_array)
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
            "BucketedBatchSampler", "ShardedDistributedSampler", "DistributedSamplerWrapper",
            "CheckpointMismatch"]
-
-_CHUNK = 1 << 16  # indices computed per call into C++ (512 KiB of uint64)
-_BATCH_CHUNK = 256  # batches built per Python step
-_TorchDistributedSampler = torch.utils.data.distributed.DistributedSampler
-
-
-def _uint(name: str, value, minimum: int = 0) -> int:
-    """An integer parameter for a uint64 field: integers only (floats are TypeErrors, as
-    operator.index makes them; a bool is a ValueError, as PyTorch's BatchSampler and
-    WeightedRandomSampler reject it), values outside [minimum, 2^64 - 1] a ValueError naming
-    `name` and the allowed range."""
-    return check_uint64(name, value, minimum)
-
-
-def _uint_array(name: str, values) -> np.ndarray:
-    """A sequence of non-negative integers as a uint64 array; a ValueError names the first bad
-    element (the C++ core cannot see a negative or fractional value once converted)."""
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} has shape {array.shape}; allowed: a 1-D sequence of integers")
-    if array.size and array.dtype.kind not in "iu":
-        raise ValueError(f"{name} has dtype {array.dtype}; allowed: integers")
-    if array.dtype.kind == "i" and array.size and array.min() < 0:
-        first = int(np.argmax(array < 0))
-        raise ValueError(f"{name}[{first}] = {array[first]} is out of range; allowed: >= 0")
-    return np.ascontiguousarray(array, dtype=np.uint64)
-
-
-def _digest(array: np.ndarray) -> int:
-    """CRC-32 of an array's bytes: a checkpoint's stand-in for weights or lengths."""
-    return _core.crc32(np.ascontiguousarray(array).tobytes())
-
-
-_world = resolve_world
-
-
-def _randperm(randperm: str) -> "_core.RandpermVariant":
-    return getattr(_core.RandpermVariant, randperm_variant(randperm))
-
-
-def _identity(size: int) -> "_core.EpochOrder":
-    """The identity order of [0, size) (O(1)): views over it have the counts and the positions
-    of any order of that size, without building a shuffled one."""
-    return _core.make_epoch_order(size, 0, False, "feistel", _core.RandpermVariant.current, 0)
-
-
-class _Positions:
-    """partition.h's rule over `size` global positions: which positions rank r reads in a pass
-    starting at global position `start` (wrapped around without drop_last)."""
-
-    def __init__(self, size: int, num_replicas: int, rank: int, drop_last: bool) -> None:
-        self._identity = _identity(size)
-        self._args = (num_replicas, rank, drop_last)
-        self.size = size
-
-    def view(self, start: int) -> "_core.RankView":
-        num_replicas, rank, drop_last = self._args
-        return _core.rank_view(self._identity, num_replicas, rank, drop_last, False, 0, start)
-
-    def count(self, start: int) -> int:
-        return len(self.view(start))
-
-    def __getstate__(self):  # the C++ identity order does not pickle; it is rebuilt
-        return self.size, self._args
-
-    def __setstate__(self, state) -> None:
-        self.__init__(state[0], *state[1])
-
-
-class _Base(PassSampler, Sampler):
-    """World, epochs and checkpoint agreement for every sampler here."""
-
-    def _init_world(self, num_replicas, rank, auto_epoch, check_agreement, process_group):
-        self.num_replicas, self.rank = _world(num_replicas, rank)
-        self._init_passes(auto_epoch, check_agreement, process_group)
-
 
 # ---- Duplicate-free evaluation ------------------------------------------------------------------
 
@@ -474,95 +398,3 @@ class BucketedBatchSampler(_BatchSamplerBase):
         return {"lengths": _digest(self.lengths), "size": len(self.lengths),
                 "batch_size": self.batch_size, "window_batches": self.window_batches,
                 "seed": operator.index(self.seed), "drop_last": self.drop_last}
-
-
-# ---- Orders cut like DistributedSampler: shard-aware, and any user sampler ----------------------
-
-class _OrderSampler(_Base, _TorchDistributedSampler):
-    """A rank's share of an epoch order, cut by DistributedSampler's rule (interleaved, padded by
-    wrap-around, or drop_last); subclasses say what the order is."""
-
-    def __init__(self, num_replicas, rank, drop_last: bool, auto_epoch: bool, check_agreement,
-                 process_group) -> None:
-        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
-        self.drop_last, self.shuffle = bool(drop_last), True
-
-    @property
-    def num_samples(self) -> int:
-        return self._remaining(0)
-
-    @property
-    def total_size(self) -> int:
-        return self.num_samples * self.num_replicas
-
-    def _remaining(self, start: int) -> int:
-        return _Positions(self._size(), self.num_replicas, self.rank, self.drop_last).count(start)
-
-    def _chunks(self, epoch: int, start: int):
-        order = self._order(epoch)
-        view = _core.rank_view(order, self.num_replicas, self.rank, self.drop_last, False, epoch,
-                               start)
-        return fill_chunks(len(view), view.fill, _CHUNK)
-
-
-class ShardedDistributedSampler(_OrderSampler):
-    """A shard-aware order for I/O locality: the dataset is stored in shards of
-    ``shard_sizes`` (shard s = the next shard_sizes[s] indices); each epoch shuffles the shard
-    order, then shuffles the samples of each window of ``window`` consecutive shards together.
-    Consecutive samples of a rank touch about ``window`` shards (a full shuffle touches nearly
-    one shard per sample); the epoch's order does not depend on the world size."""
-
-    def __init__(self, shard_sizes: Sequence[int], num_replicas: Optional[int] = None,
-                 rank: Optional[int] = None, seed: int = 0, drop_last: bool = False, *,
-                 window: int = 4, auto_epoch: bool = False, check_agreement: bool = True,
-                 process_group=None) -> None:
-        super().__init__(num_replicas, rank, drop_last, auto_epoch, check_agreement,
-                         process_group)
-        self.shard_sizes = _uint_array("shard_sizes", shard_sizes)
-        self.window = _uint("window", window)
-        self.seed = seed
-        self._order(0)  # validates the options
-
-    def _size(self) -> int:
-        return int(self.shard_sizes.sum())
-
-    def _order(self, epoch: int):
-        return _core.make_shard_order(self.shard_sizes, self.window, operator.index(self.seed),
-                                      epoch)
-
-    def _config(self) -> Dict[str, Any]:
-        return {"shard_sizes": _digest(self.shard_sizes), "shards": len(self.shard_sizes),
-                "window": self.window, "seed": operator.index(self.seed),
-                "drop_last": self.drop_last}
-
-
-class DistributedSamplerWrapper(_OrderSampler):
-    """Distributes any deterministic sampler (pytorch#23430): each epoch the wrapped sampler's
-    whole output (the same list on every rank: seed it identically) is cut among ranks by
-    DistributedSampler's rule: rank r reads its positions r, r + W, ..., padded by wrap-around
-    (or drop_last). ``set_epoch`` is forwarded to the wrapped sampler when it has one, including
-    the epoch auto_epoch advances to. Holds one epoch of the wrapped sampler's output."""
-
-    def __init__(self, sampler, num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 drop_last: bool = False, *, auto_epoch: bool = False,
-                 check_agreement: bool = True, process_group=None) -> None:
-        super().__init__(num_replicas, rank, drop_last, auto_epoch, check_agreement,
-                         process_group)
-        self.sampler = sampler
-        self.seed = 0  # torch's attribute; the randomness is the wrapped sampler's own
-
-    def _size(self) -> int:
-        return len(self.sampler)
-
-    def _order(self, epoch: int):
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)
-        order = _uint_array("sampler output", list(self.sampler))
-        if len(order) != len(self.sampler):
-            raise ValueError(f"the wrapped sampler yielded {len(order)} indices but its len() is "
-                             f"{len(self.sampler)}")
-        return _core.make_sequence_order(order)
-
-    def _config(self) -> Dict[str, Any]:
-        return {"sampler": type(self.sampler).__qualname__, "size": self._size(),
-                "drop_last": self.drop_last}
