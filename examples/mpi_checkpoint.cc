@@ -23,6 +23,7 @@
 #include <string>
 
 #include "cli_flags.h"
+#include "mpi_flags.h"
 #include "distsampler/dist/mpi.h"
 #include "distsampler/distsampler.h"
 
@@ -79,38 +80,6 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--kill-step", f.kill_step, "step (counted from this run's start) of the kill")
       ->transform(kDecimal)
       ->default_str("none");
-}
-
-// Parses the flags on every rank, before any collective work, then the ranks agree on the
-// outcome (one MPI_Allreduce: under MPMD launches their flags may differ) so that no rank is left
-// waiting in a collective. Returns -1 to run, else the code every rank exits with after
-// MPI_Finalize: 0 after --help, 2 after a bad flag. Only the first rank with the deciding outcome
-// prints (the usage on stdout, or one line naming the flag on stderr), not one copy per rank.
-int parse_on_every_rank(CLI::App& app, int argc, char** argv, int rank) {
-  int status = 0;
-  std::string message;
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success&) {
-    status = 1;
-    message = app.help();
-  } catch (const CLI::ParseError& e) {
-    status = 2;
-    message = app.get_name() + ": error: " + e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    message += " (see --help)\n";
-  }
-  struct {
-    int status;
-    int rank;
-  } mine{status, rank}, decided{0, 0};
-  MPI_Allreduce(&mine, &decided, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
-  if (decided.status == 0) return -1;
-  if (decided.rank == rank) {
-    std::fputs(message.c_str(), decided.status == 1 ? stdout : stderr);
-    std::fflush(nullptr);
-  }
-  return decided.status == 1 ? 0 : 2;
 }
 
 // Write to a temporary name, then rename: a crash mid-write leaves the previous checkpoint.
@@ -210,7 +179,7 @@ int main(int argc, char** argv) {
       "LOG_DIR/run<RUN>.start.\n"
       "Run: mpirun -np 4 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --attempt 0");
   add_flags(app, flags);
-  const int stop = parse_on_every_rank(app, argc, argv, rank);
+  const int stop = examples::parse_on_every_rank(app, argc, argv);
   if (stop >= 0) {
     MPI_Finalize();
     return stop;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cli_flags.h"
+#include "mpi_flags.h"
 #include "distsampler/dist/env.h"
 #include "distsampler/loader/data_loader.h"
 #include "distsampler/loader/idx.h"
@@ -77,39 +78,6 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--lr", f.lr, "learning rate");
   app.add_option("--min-accuracy", f.min_accuracy,
                  "exit 1 when the final test accuracy is below this");
-}
-
-// Parses the flags on every rank, before any collective work, then the ranks agree on the
-// outcome (one MPI_Allreduce: under MPMD launches their flags may differ) so that no rank is left
-// waiting in a collective. Returns -1 to run, else the code every rank exits with after
-// MPI_Finalize: 0 after --help, 2 after a bad flag. Only the first rank with the deciding outcome
-// prints (the usage on stdout, or one line naming the flag on stderr), not one copy per rank.
-int parse_on_every_rank(CLI::App& app, int argc, char** argv) {
-  int status = 0;
-  std::string message;
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success&) {
-    status = 1;
-    message = app.help();
-  } catch (const CLI::ParseError& e) {
-    status = 2;
-    message = app.get_name() + ": error: " + e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    message += " (see --help)\n";
-  }
-  struct {
-    int status;
-    int rank;
-  } mine{status, 0}, decided{0, 0};
-  MPI_Comm_rank(MPI_COMM_WORLD, &mine.rank);
-  MPI_Allreduce(&mine, &decided, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
-  if (decided.status == 0) return -1;
-  if (decided.rank == mine.rank) {
-    std::fputs(message.c_str(), decided.status == 1 ? stdout : stderr);
-    std::fflush(nullptr);
-  }
-  return decided.status == 1 ? 0 : 2;
 }
 
 // The first `n` samples of a dataset (all when n is 0 or too large).
@@ -328,7 +296,7 @@ int main(int argc, char** argv) {
       "(epoch 0's order every epoch), no-sampler (every rank reads the whole dataset).\n"
       "Run: mpirun --allow-run-as-root --oversubscribe -np 2 mpi_train --variant correct");
   add_flags(app, flags);
-  const int stop = parse_on_every_rank(app, argc, argv);
+  const int stop = examples::parse_on_every_rank(app, argc, argv);
   if (stop >= 0) {
     MPI_Finalize();
     return stop;
