@@ -78,13 +78,13 @@ def check_order(order) -> str:
     return order
 
 
-def feistel_version_entry(config) -> Dict[str, Any]:
-    """The fingerprint's feistel_version as a config entry, present only where it differs from
-    its value when absent (the fingerprint table's, version 1): states saved before version 2
-    existed lack it, and they stay loadable wherever they meant version 1 (or the torch order),
-    while loading one into a version-2 sampler names the difference."""
+def feistel_version_entry(version: int) -> Dict[str, Any]:
+    """A feistel_version (a fingerprint's, normalized: 1 where the order is not a shuffled
+    feistel one) as a config entry, present only where it differs from its value when absent
+    (the fingerprint table's, version 1): states saved before version 2 existed lack it, and they
+    stay loadable wherever they meant version 1 (or the torch order), while loading one into a
+    version-2 sampler names the difference."""
     absent = _core.FINGERPRINT_ABSENT["feistel_version"]
-    version = config.feistel_version
     return {} if version == absent else {"feistel_version": version}
 
 

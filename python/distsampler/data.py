@@ -91,7 +91,7 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         config = _core.fingerprint(self._core)
         return {**{key: getattr(config, key) for key in (
             "algorithm_version", "size", "seed", "shuffle", "drop_last", "order", "randperm",
-            "feistel_rounds")}, **feistel_version_entry(config)}
+            "feistel_rounds")}, **feistel_version_entry(config.feistel_version)}
 
     # ---- the DataLoader's side (main process) -------------------------------------------------
 

@@ -111,7 +111,7 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
         config = _core.fingerprint(self._core)
         return {**{key: getattr(config, key) for key in (
             "algorithm_version", "size", "seed", "shuffle", "uneven", "order", "randperm",
-            "feistel_rounds")}, **feistel_version_entry(config)}
+            "feistel_rounds")}, **feistel_version_entry(config.feistel_version)}
 
 
 class MaskedDataset(Dataset):
@@ -354,9 +354,9 @@ class DistributedBatchSampler(_BatchSamplerBase):
                                       feistel_version=self.feistel_version)
 
     def _config(self) -> Dict[str, Any]:
-        # feistel_version only where it is 2 (see feistel_version_entry): older states lack it.
-        version = {"feistel_version": 2} if (self.order == "feistel" and self.shuffle
-                                             and self.feistel_version == 2) else {}
+        # feistel_version only where it is not 1 (feistel_version_entry): older states lack it.
+        applies = self.order == "feistel" and self.shuffle
+        version = feistel_version_entry(self.feistel_version if applies else 1)
         return {"size": self._built_size, "batch_size": self.batch_size,
                 "seed": operator.index(self.seed), "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "order": self.order,
