@@ -19,8 +19,6 @@ UMBRELLA = "distsampler.h"
 TESTS_ELSEWHERE = {
     "dist/mpi.h": "tests/dist/mpi_test.cc",
     # The Feistel order's versions, tested through FeistelPermutation (feistel.h).
-    "feistel_v1.h": "tests/cpp/feistel_test.cc",
-    "feistel_v2.h": "tests/cpp/feistel_test.cc",
     "libtorch/sampler.h": "tests/cpp/libtorch_sampler_test.cc",
     "loader/data_loader.h": "tests/cpp/data_loader_test.cc",
     "loader/dataset.h": "tests/cpp/dataset_test.cc",
