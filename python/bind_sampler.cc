@@ -72,10 +72,7 @@ void bind_sampler(py::module_& m) {
       .def(
           "check_epoch",
           [](const DistributedSampler& sampler, uint64_t epoch) {
-            const SamplerOptions& options = sampler.options();
-            if (options.shuffle && options.order == OrderKind::kTorch) {
-              options.seed.plus_epoch(epoch);
-            }
+            check_epoch(sampler.options().order_options(), epoch);
           },
           py::arg("epoch"),
           "Raises IndexError when `epoch` cannot be read (seed + epoch beyond 2^64 - 1 for the\n"

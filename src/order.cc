@@ -180,6 +180,11 @@ std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, 
   throw std::logic_error("unreachable: validated order kind");
 }
 
+void check_epoch(const OrderOptions& options, uint64_t epoch) {
+  validate(options);
+  if (options.shuffle && options.kind == OrderKind::kTorch) options.seed.plus_epoch(epoch);
+}
+
 uint64_t torch_order_element_bytes(uint64_t size) { return fits_32_bits(size) ? 4 : 8; }
 
 void build_torch_order(const OrderOptions& options, uint64_t epoch, void* out) {

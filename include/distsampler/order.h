@@ -63,6 +63,9 @@ void validate(const OrderOptions& options);
 // throws std::out_of_range when seed + epoch leaves PyTorch's seed range, std::length_error when
 // the permutation cannot be held in memory.
 std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, uint64_t epoch);
+// Throws what make_epoch_order(options, epoch) throws, without building the order: the shuffled
+// torch order of an epoch whose seed + epoch exceeds 2^64 - 1 is std::out_of_range.
+void check_epoch(const OrderOptions& options, uint64_t epoch);
 
 // The shuffled torch order's storage, for orders held elsewhere (dist/node_order.h): bytes per
 // position of the materialized permutation, 4 when size <= 2^32 (the indices fit), else 8.

@@ -83,6 +83,12 @@ TEST(Order, TheTorchKindIsRandpermSeededWithSeedPlusEpoch) {
   OrderOptions top = options_of(10, OrderKind::kTorch, true, UINT64_MAX);
   EXPECT_THROW(make_epoch_order(top, 1), std::out_of_range);
   EXPECT_NO_THROW(make_epoch_order(top, 0));
+  // check_epoch says the same without building the order; other kinds take any epoch.
+  EXPECT_THROW(check_epoch(top, 1), std::out_of_range);
+  EXPECT_NO_THROW(check_epoch(top, 0));
+  top.shuffle = false;
+  EXPECT_NO_THROW(check_epoch(top, 1));
+  EXPECT_NO_THROW(check_epoch(options_of(10, OrderKind::kFeistel, true, UINT64_MAX), 1));
 }
 
 TEST(Order, GatherIsAtAtAStride) {
