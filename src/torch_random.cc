@@ -10,16 +10,23 @@
 //
 // Speed, without changing a bit: the draws do not depend on the data, so the swap targets are
 // drawn a block ahead of the swaps and each one is prefetched 256 swaps before its own, across
-// block boundaries; and the array is asked for 2 MiB pages. A Fisher-Yates pass over an array
-// larger than the caches is bound by those misses (and, with 4 KiB pages, by TLB misses).
+// block boundaries; the array is asked for 2 MiB pages; and on CPUs with AVX2 the classic
+// targets' remainders are computed four at a time (classic_targets_avx2). A Fisher-Yates pass over
+// an array larger than the caches is bound by those misses (and, with 4 KiB pages, by TLB misses).
 #include "distsampler/torch_random.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cstring>
 
+#include "distsampler/feistel.h"  // detail::simd_level_supported
+#include "feistel_internal.h"     // DISTSAMPLER_X86_KERNELS
+
 #if defined(__linux__)
 #include <sys/mman.h>
+#endif
+#if DISTSAMPLER_X86_KERNELS
+#include <immintrin.h>
 #endif
 
 namespace distsampler {
@@ -56,21 +63,71 @@ void advise_huge_pages(void* data, uint64_t bytes) {
 #endif
 }
 
+#if DISTSAMPLER_X86_KERNELS
+// targets[j] = i + r[j] % (n - i) with i = first + j, for j in [0, count & ~3), four lanes at a
+// time in double precision; requires n - first < 2^32. Returns the j it stopped at. Exact: r and
+// m = n - i are integers below 2^32, so the rounded quotient fl(r / m) is within
+// (r / m) 2^-53 < 2^-21 / m of r / m, closer than the 1 / m that separates a non-integer r / m
+// from the next integer: its truncation is floor(r / m) = q, and r - q m (in [0, m)) is exact.
+// A 32-bit division per draw costs about 3 times as much.
+__attribute__((target("avx2"))) uint64_t classic_targets_avx2(const uint32_t* r, uint64_t n,
+                                                              uint64_t first, uint64_t count,
+                                                              uint64_t* targets) {
+  const __m128i sign = _mm_set1_epi32(INT32_MIN);
+  const __m256d two31 = _mm256_set1_pd(2147483648.0);
+  __m256d m = _mm256_sub_pd(_mm256_set1_pd(static_cast<double>(n - first)),
+                            _mm256_setr_pd(0.0, 1.0, 2.0, 3.0));
+  const __m256d four = _mm256_set1_pd(4.0);
+  __m256i i = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<int64_t>(first)),
+                               _mm256_setr_epi64x(0, 1, 2, 3));
+  const __m256i four_i = _mm256_set1_epi64x(4);
+  uint64_t j = 0;
+  for (; j + 4 <= count; j += 4) {
+    // uint32 -> double: flip the sign bit, convert as int32, add 2^31 back.
+    const __m128i rj = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + j));
+    const __m256d rd = _mm256_add_pd(_mm256_cvtepi32_pd(_mm_xor_si128(rj, sign)), two31);
+    const __m256d q =
+        _mm256_round_pd(_mm256_div_pd(rd, m), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256d z = _mm256_sub_pd(rd, _mm256_mul_pd(q, m));
+    // double in [0, 2^32) -> uint32: subtract 2^31, convert as int32, flip the sign bit back.
+    const __m128i z32 = _mm_xor_si128(_mm256_cvttpd_epi32(_mm256_sub_pd(z, two31)), sign);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(targets + j),
+                        _mm256_add_epi64(i, _mm256_cvtepu32_epi64(z32)));
+    m = _mm256_sub_pd(m, four);
+    i = _mm256_add_epi64(i, four_i);
+  }
+  return j;
+}
+#endif
+
 // Classic: for i in [0, n - 1): z = random() % (n - i), swap out[i] and out[i + z].
 template <typename T>
 class ClassicTargets {
  public:
-  ClassicTargets(uint64_t n, TorchGenerator& gen) : n_(n), gen_(gen) {}
+  ClassicTargets(uint64_t n, TorchGenerator& gen) : n_(n), gen_(gen) {
+#if DISTSAMPLER_X86_KERNELS
+    avx2_ = detail::simd_level_supported(detail::SimdLevel::kAvx2);
+#endif
+  }
   uint64_t swaps() const { return n_ - 1; }
   // Writes the targets of swaps [first, first + count) to ring.
   void draw(uint64_t first, uint64_t count, uint64_t* ring) {
     gen_.fill(draws_, count);
-    for (uint64_t j = 0; j < count; ++j) {
+    // A block starts at a multiple of kBlock: its targets are contiguous in the ring.
+    assert(first % kBlock == 0 && count <= kBlock);
+    uint64_t* targets = ring + (first & (kRing - 1));
+    uint64_t j = 0;
+#if DISTSAMPLER_X86_KERNELS
+    if (avx2_ && n_ - first < (uint64_t{1} << 32)) {
+      j = classic_targets_avx2(draws_, n_, first, count, targets);
+    }
+#endif
+    for (; j < count; ++j) {
       const uint64_t i = first + j;
       const uint64_t m = n_ - i;
       // r % m for a 32-bit r: when m >= 2^32 the remainder is r itself.
       const uint64_t z = m < (uint64_t{1} << 32) ? draws_[j] % static_cast<uint32_t>(m) : draws_[j];
-      ring[(first + j) & (kRing - 1)] = i + z;
+      targets[j] = i + z;
     }
   }
   static void swap(T* out, uint64_t i, uint64_t target) {
@@ -82,6 +139,7 @@ class ClassicTargets {
  private:
   uint64_t n_;
   TorchGenerator& gen_;
+  bool avx2_ = false;
   uint32_t draws_[kBlock];
 };
 
