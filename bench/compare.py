@@ -2,7 +2,8 @@
 """Runs distsampler and PyTorch side by side and prints (or writes) the tables of
 docs/benchmarks.md. Run through `bash scripts/bench.sh`, or directly with Debian's interpreter:
 
-    /usr/bin/python3 bench/compare.py --build build [--write docs/benchmarks.md] [--full]
+    /usr/bin/python3 bench/compare.py --build build [--torch2-python .venv/bin/python]
+        [--write docs/benchmarks.md] [--full]
 
 The last section runs the loader benchmark (bench/loader/loader_compare.py) when
 build/bin/loader_throughput exists (scripts/bench.sh builds it).
@@ -149,7 +150,57 @@ def fmt_n(n):
     return f"10^{exponent}" if n == 10**exponent else str(n)
 
 
-def machine():
+def emit_feistel_per_isa(emit, v2, kernels_bin):
+    """The default order's gather (feistel version 2) per kernel, and the cost of its rounds."""
+    # Level 2 (AVX-512) is left out: FeistelV2::gather runs the AVX2 kernel there until the
+    # AVX-512 one is verified on such a CPU (src/feistel_v2_gather.cc).
+    isas = [("0", "portable (SSE2)"), ("3", "portable built for SSE4.1"), ("1", "AVX2")]
+    missing = [label for level, label in isas
+               if not any(level in cells for cells in v2.values())]
+
+    def cell(cells, level):
+        return f"{cells[level]:.3f}" if level in cells else "not run"
+
+    def ratio(cells, level):
+        ok = level in cells and "1" in cells
+        return f"{cells[level] / cells['1']:.1f}x" if ok else "-"
+
+    emit("### Feistel version 2, the default order, per instruction set")
+    emit()
+    emit(f"`{os.path.basename(kernels_bin)} --benchmark_filter=BM_FeistelGatherV2/`: ns per index "
+         "of `gather` (one window of 65,536 positions per call), per kernel; each kernel gives the "
+         "same bits (feistel_v2_test). The CPU's best is picked at run time: AVX2, else the "
+         "portable code built for SSE4.1, else for SSE2 (x86-64's baseline; other architectures "
+         "build the portable code for theirs). CPUs with AVX-512 run the AVX2 kernel: the "
+         "AVX-512 one is compiled but not used until it is checked against `operator()` on such "
+         "a CPU (src/feistel_v2_gather.cc). The last columns are the portable builds' time over "
+         "AVX2's." + (f" Not run: {', '.join(missing)} (this CPU lacks it)." if missing else ""))
+    emit()
+    emit("| n, stride | " + " | ".join(label for _, label in isas) +
+         " | SSE2 / AVX2 | SSE4.1 / AVX2 |")
+    emit("|---|" + "---|" * (len(isas) + 2))
+    for key in sorted((k for k in v2 if isinstance(k, tuple)), key=lambda k: (k[1], k[0])):
+        cells = v2[key]
+        emit(f"| {fmt_n(key[0])}, {key[1]} | " +
+             " | ".join(cell(cells, level) for level, _ in isas) +
+             f" | {ratio(cells, '0')} | {ratio(cells, '3')} |")
+    emit()
+    emit("The cost of a round (`BM_FeistelGatherV2Rounds`: n = 10^8, stride 1, ns per index; "
+         "8 rounds is the default, twice the most that any statistic of docs/quality.md breaks):")
+    emit()
+    emit("| rounds | " + " | ".join(label for _, label in isas) + " |")
+    emit("|---|" + "---|" * len(isas))
+    for rounds in sorted(k for k in v2 if isinstance(k, int)):
+        emit(f"| {rounds} | " + " | ".join(cell(v2[rounds], level) for level, _ in isas) + " |")
+    emit()
+
+
+def torch_version(python):
+    return subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def machine(torch2_python=None):
     model = cores = "?"
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     for line in lscpu.splitlines():
@@ -166,7 +217,9 @@ def machine():
     return (f"{model}, {cores} CPUs ({', '.join(simd) or 'no AVX2'}), "
             f"{mem_kb / 2**20:.0f} GiB RAM, Linux {platform.release()}; {gxx}, Release build "
             f"(-O3, baseline x86-64, SIMD kernels picked at run time); "
-            f"PyTorch {torch.__version__} (Debian python3-torch / libtorch-dev)")
+            f"PyTorch {torch.__version__} (Debian python3-torch / libtorch-dev)" +
+            (f" and {torch_version(torch2_python)} ({torch2_python}, the package index's)"
+             if torch2_python else ""))
 
 
 def main():
@@ -175,6 +228,9 @@ def main():
     parser.add_argument("--write", help="write the markdown report to this file")
     parser.add_argument("--full", action="store_true",
                         help="also run libtorch and our torch order at 10^9 (about 8 GB, minutes)")
+    parser.add_argument("--torch2-python",
+                        help="an interpreter with PyTorch 2 (scripts/bench.sh: the tests' .venv): "
+                             "torch.randperm from it too, beside Debian's")
     args = parser.parse_args()
     bin_dir = os.path.join(args.build, "bin")
     epoch_bin = os.path.join(bin_dir, "distsampler_epoch")
@@ -233,14 +289,28 @@ def main():
 
     emit("## torch-exact materialization: torch.randperm(n) vs ours, bit for bit")
     emit()
-    emit("| n | torch.randperm | ours | ratio | same bits |")
-    emit("|---|---|---|---|---|")
+    stacks = [(py, torch_version(py))]
+    if args.torch2_python:
+        stacks.append((args.torch2_python, torch_version(args.torch2_python)))
+    emit("`torch.randperm(n, generator=g)` (seed 0) against the torch order's build of an epoch "
+         "(`make_epoch_order`, what the CLI and the Python package call); both times include "
+         "the output's allocation. Ours holds uint32 below 2^32 (torch: int64). Below "
+         "214,748,364 every PyTorch runs the same classic Fisher-Yates, so the bits are compared "
+         "with each version's.")
+    emit()
+    emit("| n | " + " | ".join(f"torch.randperm, torch {v}" for _, v in stacks) + " | ours | " +
+         " | ".join(f"vs torch {v}" for _, v in stacks) + " | same bits |")
+    emit("|---|" + "---|" * (2 * len(stacks) + 2))
+    randperm = {}
     for n in (10**6, 10**7, 10**8):
-        theirs = run([py, "-c", TORCH_RANDPERM, str(n)])
+        theirs = [run([python, "-c", TORCH_RANDPERM, str(n)]) for python, _ in stacks]
         ours = run([epoch_bin, "randperm", str(n)])
-        same = "yes" if theirs["digest"] == ours["digest"] else "NO"
-        emit(f"| {fmt_n(n)} | {fmt_s(theirs['seconds'])} | {fmt_s(ours['seconds'])} | "
-             f"{theirs['seconds'] / ours['seconds']:.1f}x faster | {same} |")
+        randperm[n] = (theirs, ours)
+        same = "yes" if all(t["digest"] == ours["digest"] for t in theirs) else "NO"
+        emit(f"| {fmt_n(n)} | " + " | ".join(fmt_s(t["seconds"]) for t in theirs) +
+             f" | {fmt_s(ours['seconds'])} | " +
+             " | ".join(f"{t['seconds'] / ours['seconds']:.1f}x faster" for t in theirs) +
+             f" | {same} |")
     emit()
 
     emit("## Scaling: O(n / W) for feistel, O(n) per rank for the torch order")
@@ -276,19 +346,24 @@ def main():
     emit()
     emit("| benchmark | ns per index | vs plain write |")
     emit("|---|---|---|")
+    v2 = {}  # (n, stride) or rounds -> level -> ns per index: the tables after this one
     for b in results:
         if "items_per_second" not in b:
             continue
         ns = 1e9 / b["items_per_second"]
         name = b["name"]
-        m = re.match(r"BM_FeistelGather(V2)?/(\d)/(\d+)/(\d+)", name)
+        m = re.match(r"BM_FeistelGatherV2/(\d)/(\d+)/(\d+)", name)
         if m:
-            version = "v2" if m.group(1) else "v1"
-            name = (f"feistel {version} gather, {levels[m.group(2)]}, n = {m.group(3)}, "
-                    f"stride {m.group(4)}")
+            v2.setdefault((int(m.group(2)), int(m.group(3))), {})[m.group(1)] = ns
+            continue
         m = re.match(r"BM_FeistelGatherV2Rounds/(\d)/(\d+)", name)
         if m:  # the cost of a round: version 2 at n = 10^8, stride 1
-            name = f"feistel v2 gather, {levels[m.group(1)]}, n = 10^8, {m.group(2)} rounds"
+            v2.setdefault(int(m.group(2)), {})[m.group(1)] = ns
+            continue
+        m = re.match(r"BM_FeistelGather/(\d)/(\d+)/(\d+)", name)
+        if m:
+            name = (f"feistel v1 gather, {levels[m.group(1)]}, n = {m.group(2)}, "
+                    f"stride {m.group(3)}")
         m = re.match(r"BM_TorchGather/(\d+)/(\d+)", name)
         if m:  # CliBinary torch, by contrast, builds a permutation of 16 M per call
             name = f"torch gather alone (permutation built), n = {m.group(1)}, W = {m.group(2)}"
@@ -297,13 +372,19 @@ def main():
             name += f" ({b['label']})"
         emit(f"| {name} | {ns:.3f} | {ns / plain_ns:.1f}x |")
     emit()
+    emit_feistel_per_isa(emit, v2, kernels_bin)
 
     emit("## The CLI's binary output, end to end")
     emit()
     emit("`distsampler indices --size 10^8 --world-size 8 --rank 0 --format binary > /dev/null`")
     emit()
-    emit("| order | time | indices per second | peak |")
-    emit("|---|---|---|---|")
+    theirs_1e8 = randperm[10**8][0]
+    emit("The last columns: torch.randperm(10^8) of the table above (same run) over the CLI's "
+         "whole process.")
+    emit()
+    emit("| order | time | indices per second | peak | " +
+         " | ".join(f"vs torch.randperm, torch {v}" for _, v in stacks) + " |")
+    emit("|---|---|---|---|" + "---|" * len(stacks))
     for order in ("feistel", "torch"):
         command = [cli_bin, "indices", "--order", order, "--size", str(10**8), "--world-size",
                    str(W), "--rank", "0", "--format", "binary"]
@@ -314,7 +395,8 @@ def main():
         seconds, peak_kb = proc.stderr.strip().splitlines()[-1].split()
         seconds = float(seconds)
         emit(f"| {order} | {fmt_s(seconds)} | {(10**8 // W) / seconds / 1e6:.0f} M | "
-             f"{int(peak_kb) / 1024:.0f} MB |")
+             f"{int(peak_kb) / 1024:.0f} MB | " +
+             " | ".join(f"{t['seconds'] / seconds:.1f}x faster" for t in theirs_1e8) + " |")
     emit()
 
     emit("## The Python package, end to end")
@@ -432,7 +514,8 @@ def main():
 
     if args.write:
         with open(args.write, "w") as f:
-            f.write(HEADER.format(machine=machine(), date=time.strftime("%Y-%m-%d")))
+            f.write(HEADER.format(machine=machine(args.torch2_python),
+                                  date=time.strftime("%Y-%m-%d")))
             f.write("\n".join(lines) + "\n")
         print(f"wrote {args.write}")
     return 0
@@ -442,8 +525,10 @@ HEADER = """# Benchmarks
 
 Measured on {date} by `bash scripts/bench.sh` (which builds with
 `-DDISTSAMPLER_BUILD_BENCHMARKS=ON`, builds `loader_throughput`, and runs `/usr/bin/python3
-bench/compare.py --build build --write docs/benchmarks.md`); every number below comes from that one
-run, ours and PyTorch's side by side. Nothing here is a test: the tests check bits, never times.
+bench/compare.py --build build --torch2-python .venv/bin/python --write docs/benchmarks.md`); every
+number below comes from that one run, ours and PyTorch's side by side, and so does the Peers
+section at the end (the same command's next stage). Nothing here is a test: the tests check bits,
+never times.
 
 Machine: {machine}. The machine is a shared 2-CPU virtual machine: other jobs ran at the same
 time, so single numbers can be off by tens of percent; the ratios are what matters.

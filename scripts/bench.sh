@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The one benchmark command. Builds the benchmarks and runs, side by side in one run: ours,
-# PyTorch's DistributedSampler and torch.randperm, libtorch's DistributedRandomSampler, the CLI,
-# the Python package, and the loader against torch's DataLoader; writes docs/benchmarks.md
-# (a few minutes). Then the peers stage (bench/peers.py): Grain, MosaicML Streaming, torchdata and
-# torch 2 from their own venv .venv-peers (made here from requirements/peers.txt, a few minutes the
-# first time), written as the "Peers" section of docs/benchmarks.md, and bench/peers_quality.py:
-# the quality battery's structure-aware statistics on their orders, a section of docs/quality.md;
-# DISTSAMPLER_BENCH_PEERS=0 skips both. Usage, as root on Debian 12:  bash scripts/bench.sh [--full]
+# PyTorch's DistributedSampler and torch.randperm (Debian's 1.13 and the index's 2.x from .venv),
+# libtorch's DistributedRandomSampler, the CLI, the Python package, and the loader against torch's
+# DataLoader; writes docs/benchmarks.md (a few minutes). Then the peers stage (bench/peers.py):
+# Grain, MosaicML Streaming, torchdata and torch 2 from their own venv .venv-peers (made here from
+# requirements/peers.txt, a few minutes the first time), written as the "Peers" section of
+# docs/benchmarks.md, and bench/peers_quality.py: the quality battery's structure-aware statistics
+# on their orders, a section of docs/quality.md; DISTSAMPLER_BENCH_PEERS=0 skips both.
+# Usage, as root on Debian 12 or 13:  bash scripts/bench.sh [--full]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_BENCH_PACKAGES $DISTSAMPLER_LOADER_PACKAGES
 build_project -DDISTSAMPLER_BUILD_BENCHMARKS=ON
 cmake --build build --target loader_throughput
-/usr/bin/python3 bench/compare.py --build build --write docs/benchmarks.md "$@"
+# torch.randperm of the PyTorch 2 stack the tests use too, beside Debian's.
+torch2_python=$(ensure_torch2_venv)
+/usr/bin/python3 bench/compare.py --build build --torch2-python "$torch2_python" \
+  --write docs/benchmarks.md "$@"
 if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
   peers_python=$(ensure_peers_venv)
   PYTHONPATH=build/python "$peers_python" bench/peers.py --write docs/benchmarks.md
