@@ -10,6 +10,9 @@
 
 namespace quality {
 
+// The heading of the structure-aware section of docs/quality.md (its markdown starts with it).
+inline constexpr char kStructureHeading[] = "## Structure-aware statistics";
+
 struct StructureReport {
   std::string text;      // the console tables
   std::string markdown;  // the section of docs/quality.md

@@ -236,7 +236,7 @@ StructureReport run_structure(bool long_mode, const Fill& reference, uint64_t ma
   }
 
   // The markdown section.
-  md << "## Structure-aware statistics\n\n"
+  md << kStructureHeading << "\n\n"
      << "tools/quality_structure.cc defines them: pairs of positions one input difference apart "
         "(single-bit\nXOR in either half of the network, additions with carry, small additive "
         "differences, the inverse's\nXOR pairs), the collisions of their output differences per "
