@@ -104,9 +104,12 @@ __attribute__((target("avx2"))) uint64_t classic_targets_avx2(const uint32_t* r,
 template <typename T>
 class ClassicTargets {
  public:
-  ClassicTargets(uint64_t n, TorchGenerator& gen) : n_(n), gen_(gen) {
+  // vector_remainders: use classic_targets_avx2 where the CPU has AVX2.
+  ClassicTargets(uint64_t n, TorchGenerator& gen, bool vector_remainders) : n_(n), gen_(gen) {
 #if DISTSAMPLER_X86_KERNELS
-    avx2_ = detail::simd_level_supported(detail::SimdLevel::kAvx2);
+    avx2_ = vector_remainders && detail::simd_level_supported(detail::SimdLevel::kAvx2);
+#else
+    (void)vector_remainders;
 #endif
   }
   uint64_t swaps() const { return n_ - 1; }
@@ -197,11 +200,11 @@ void run_swaps(Targets& targets, T* out) {
 }
 
 template <typename T>
-void classic_randperm(uint64_t n, TorchGenerator& gen, T* out) {
+void classic_randperm(uint64_t n, TorchGenerator& gen, T* out, bool vector_remainders = true) {
   advise_huge_pages(out, n * sizeof(T));
   for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<T>(i);
   if (n < 2) return;
-  ClassicTargets<T> targets(n, gen);
+  ClassicTargets<T> targets(n, gen, vector_remainders);
   run_swaps(targets, out);
 }
 
@@ -266,16 +269,16 @@ void torch_randperm(uint64_t n, uint64_t seed, RandpermVariant variant, T* out) 
 
 namespace detail {
 template <typename T>
-void randperm_classic(uint64_t n, uint64_t seed, T* out) {
+void randperm_classic(uint64_t n, uint64_t seed, T* out, bool vector_remainders) {
   TorchGenerator gen(seed);
-  classic_randperm(n, gen, out);
+  classic_randperm(n, gen, out, vector_remainders);
 }
 template <typename T>
 void randperm_inside_out(uint64_t n, uint64_t seed, T* out) {
   TorchGenerator gen(seed);
   inside_out_randperm(n, gen, out);
 }
-template void randperm_classic<uint64_t>(uint64_t, uint64_t, uint64_t*);
+template void randperm_classic<uint64_t>(uint64_t, uint64_t, uint64_t*, bool);
 template void randperm_inside_out<uint64_t>(uint64_t, uint64_t, uint64_t*);
 }  // namespace detail
 

@@ -69,8 +69,10 @@ extern template void torch_randperm<uint64_t>(uint64_t, uint64_t, RandpermVarian
 
 namespace detail {
 // One algorithm regardless of n, so that tests can reach the inside-out code at small n.
+// vector_remainders = false keeps the classic targets' remainders scalar on CPUs with AVX2 too,
+// so that tests reach the code other CPUs run.
 template <typename T>
-void randperm_classic(uint64_t n, uint64_t seed, T* out);
+void randperm_classic(uint64_t n, uint64_t seed, T* out, bool vector_remainders = true);
 template <typename T>
 void randperm_inside_out(uint64_t n, uint64_t seed, T* out);
 }  // namespace detail

@@ -112,9 +112,13 @@ TEST(TorchRandperm, ClassicEqualsTheTextbookAlgorithm) {
   for (uint64_t n : {0, 1, 2, 3, 7, 100, 256, 257, 511, 512, 513, 1023, 1024, 1025, 1280, 2047,
                      2048, 2049, 2304, 100000}) {
     for (uint64_t seed : {uint64_t{0}, uint64_t{77}, UINT64_MAX}) {
-      std::vector<uint64_t> ours(n);
-      detail::randperm_classic(n, seed, ours.data());
-      ASSERT_EQ(ours, naive_classic(n, seed)) << "n=" << n << " seed=" << seed;
+      const std::vector<uint64_t> naive = naive_classic(n, seed);
+      // With the CPU's remainders (AVX2 where it has it) and with the scalar ones.
+      for (bool vector_remainders : {true, false}) {
+        std::vector<uint64_t> ours(n);
+        detail::randperm_classic(n, seed, ours.data(), vector_remainders);
+        ASSERT_EQ(ours, naive) << "n=" << n << " seed=" << seed << " vector " << vector_remainders;
+      }
     }
   }
 }
