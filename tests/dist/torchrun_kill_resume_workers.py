@@ -18,6 +18,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,45 @@ def torchrun(nproc, args, package_dir, logs, timeout=150):
            f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
            "--redirects", "2", "--tee", "2", "--monitor_interval", "0.1", "--log_dir", logs,
            EXAMPLE] + args
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    # Its output goes to files, not pipes: a DataLoader worker whose rank is killed while the
+    # worker is still starting never exits (PyTorch's worker watchdog reads its parent's pid after
+    # the worker's setup, and by then the parent is init), and it keeps its copies of torchrun's
+    # stdout and stderr open, so a reader waiting for their end would wait for it. torchrun's own
+    # exit is what is awaited; the run's processes still alive then are killed and named.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        try:
+            proc.wait(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            left = kill_leftovers(args[args.index("--checkpoint") + 1])
+        out.seek(0)
+        err.seek(0)
+        r = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
+    if left:
+        print(f"      left behind by the killed rank, and killed: {'; '.join(left)}", flush=True)
+    return r
+
+
+def kill_leftovers(marker):
+    """SIGKILLs the processes whose command line holds `marker` (this run's checkpoint path);
+    returns 'PID COMMAND' of each."""
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if int(pid) != os.getpid() and marker in words:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            left.append(f"{pid} {' '.join(words[:2])}")
+    return left
 
 
 def example():
