@@ -421,4 +421,30 @@ std::vector<Result> run_size(const Generator& g, const SizePlan& plan, double* p
   return finish(a, plan.trials);
 }
 
+// serial_variance against the variance of r over every permutation of n = 3..7, every lag.
+bool serial_variance_matches_enumeration() {
+  for (uint64_t n = 3; n <= 7; ++n) {
+    for (uint64_t lag = 1; lag + 1 < n; ++lag) {
+      std::vector<uint64_t> p(n);
+      for (uint64_t i = 0; i < n; ++i) p[i] = i;
+      const double mu = (static_cast<double>(n) - 1) / 2;
+      const double var = (static_cast<double>(n) * static_cast<double>(n) - 1) / 12;
+      double count = 0, sum = 0, sum2 = 0;
+      do {
+        double s = 0;
+        for (uint64_t i = 0; i + lag < n; ++i) {
+          s += (static_cast<double>(p[i]) - mu) * (static_cast<double>(p[i + lag]) - mu);
+        }
+        const double r = s / (static_cast<double>(n - lag) * var);
+        count += 1;
+        sum += r;
+        sum2 += r * r;
+      } while (std::next_permutation(p.begin(), p.end()));
+      const double exact = sum2 / count - (sum / count) * (sum / count);
+      if (std::fabs(serial_variance(n, lag) - exact) > 1e-9 * exact) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace quality

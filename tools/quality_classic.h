@@ -39,6 +39,10 @@ uint64_t factorial(uint64_t n);
 // rows with z in column 0 and the fraction of odd permutations in *p_odd.
 std::vector<Result> run_size(const Generator& g, const SizePlan& plan, double* p_odd);
 
+// Whether the serial statistics' exact variance equals an enumeration of every permutation of
+// n = 3..7 at every lag (the short mode checks it).
+bool serial_variance_matches_enumeration();
+
 }  // namespace quality
 
 #endif  // DISTSAMPLER_TOOLS_QUALITY_CLASSIC_H_

@@ -339,6 +339,10 @@ int main(int argc, char** argv) {
     std::printf("FAIL: the battery did not detect feistel v1's parity deviation\n");
     ok = false;
   }
+  if (!quality::serial_variance_matches_enumeration()) {
+    std::printf("FAIL: serial_variance differs from the enumeration of small permutations\n");
+    ok = false;
+  }
   if (classic_only) {
     std::printf(ok ? "OK (the classic statistics only)\n" : "FAILED\n");
     return ok ? 0 : 1;
