@@ -33,13 +33,20 @@ DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib datase
 # missing: slurmctld, slurmd, srun and munge).
 DISTSAMPLER_SLURM_PACKAGES="slurm-wlm munge"
 
+# No probe here pipes a command into another that may exit first (grep -q): under the caller's
+# `set -o pipefail` the writer's SIGPIPE would fail the probe at random (tests/deps_test.sh). Each
+# probe takes the command's whole output, then matches it in the shell.
 deb_installed() {
-  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+  local status
+  status=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) || return 1
+  [ "$status" = "install ok installed" ]
 }
 
 # Whether the archive (apt's lists) offers package $1: a candidate version, not a virtual name.
 deb_offered() {
-  apt-cache policy "$1" 2>/dev/null | grep -q '^ *Candidate: [^(]'
+  local policy
+  policy=$(apt-cache policy "$1" 2>/dev/null) || return 1
+  [[ $'\n'$policy =~ $'\n'\ *Candidate:\ [^\(] ]]
 }
 
 # Whether every package of the group $2 (names joined by commas) passes the test $1.
@@ -48,6 +55,17 @@ deb_all() {
   for name in ${2//,/ }; do
     "$1" "$name" || return 1
   done
+}
+
+# Prints the first alternative of the choice $1 (A|B|..., each a group of names joined by commas)
+# whose packages the archive all offers; fails with one line naming the choice if none is.
+deb_choose() {
+  local a
+  for a in ${1//|/ }; do
+    deb_all deb_offered "$a" && echo "$a" && return 0
+  done
+  echo "error: the archive offers none of $1" >&2
+  return 1
 }
 
 # Installs the packages named as arguments that are missing. An argument may be a choice A|B|...
@@ -73,14 +91,7 @@ ensure_packages() {
   fi
   apt-get update -q || return 1
   for p in "${choices[@]}"; do
-    found=
-    for a in ${p//|/ }; do
-      deb_all deb_offered "$a" && found=$a && break
-    done
-    if [ -z "$found" ]; then
-      echo "error: the archive offers none of $p" >&2
-      return 1
-    fi
+    found=$(deb_choose "$p") || return 1
     missing+=(${found//,/ })
   done
   echo "Installing missing Debian packages: ${missing[*]}"
