@@ -10,6 +10,8 @@
 // One source, one kernel per instruction set: the kernel is a force-inlined template instantiated
 // in functions carrying GCC/Clang target attributes (AVX2, AVX-512), each with its own compaction
 // (CompactAvx2, CompactAvx512); other compilers or architectures get the portable instantiation.
+// The AVX-512 one has not yet run on an AVX-512 CPU, so the dispatch does not choose it
+// (kAvx512Verified, src/feistel.cc).
 // Every kernel runs the same integer operations in the same order, so all give the bits of the
 // scalar operator(); feistel_test compares each with it.
 #include <algorithm>
@@ -283,6 +285,8 @@ void FeistelV1::gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t
   const Key key{n_, rounds_, right_bits_, left_mask_, right_mask_, keys_};
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
+    // Dispatch (detail::select_simd_level) never asks for an unverified kernel; an explicit
+    // level runs its own kernel, so that a check can compare it with operator().
     case SimdLevel::kAvx512:
       gather_avx512(key, first, stride, count, out);
       break;

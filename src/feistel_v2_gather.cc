@@ -23,9 +23,11 @@ void FeistelV2::gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t
   const FeistelV2Network net(*this);
   switch (level) {
 #if DISTSAMPLER_X86_KERNELS
-    // The AVX-512 kernel is not yet verified against operator() on an AVX-512 CPU: until it is,
-    // AVX-512 CPUs take the AVX2 kernel, whose bits are. Same bits on every machine.
+    // Dispatch (detail::select_simd_level) never asks for an unverified kernel; an explicit
+    // level runs its own kernel, so that a check can compare it with operator().
     case SimdLevel::kAvx512:
+      v2::gather_avx512(net, first, stride, count, out);
+      break;
     case SimdLevel::kAvx2:
       v2::gather_avx2(net, first, stride, count, out);
       break;

@@ -4,8 +4,10 @@
 // the output unpacks (left << s) | right into 64-bit values. A step whose largest left part
 // reaches walk_bound goes through fix_step.
 //
-// Not dispatched yet (see FeistelV2::gather): kept compiling until it has run against operator() on
-// an AVX-512 CPU. Compiled with a target attribute, so the build stays baseline.
+// Not chosen by the dispatch until it has run against operator() on an AVX-512 CPU (the rule:
+// kAvx512Verified in src/feistel.cc; the check: scripts/device_check_avx512.sh); an explicit
+// gather(..., SimdLevel::kAvx512) runs it. Compiled with a target attribute, so the build stays
+// baseline.
 #include "feistel_v2_gather.h"
 
 #if DISTSAMPLER_X86_KERNELS

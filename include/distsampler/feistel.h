@@ -13,12 +13,42 @@ namespace distsampler {
 
 namespace detail {
 // The instruction sets FeistelPermutation::gather has a kernel for. Every kernel produces the same
-// bits as operator(); they differ only in speed. kPortable is plain C++ and runs everywhere;
-// kSse41 is the same code built for SSE4.1 (x86-64; version 1 runs its portable kernel there).
+// bits as operator(); they differ only in speed. kPortable is plain C++ and runs everywhere (on
+// x86-64 it is built for SSE2, the baseline); kSse41 is the same code built for SSE4.1 (x86-64;
+// version 1 runs its portable kernel there).
 enum class SimdLevel { kPortable, kAvx2, kAvx512, kSse41 };
-// Whether this build has a kernel for `level` and this CPU can run it.
+// Every level, slowest first.
+inline constexpr SimdLevel kSimdLevels[] = {SimdLevel::kPortable, SimdLevel::kSse41,
+                                            SimdLevel::kAvx2, SimdLevel::kAvx512};
+// "portable", "sse4.1", "avx2", "avx512".
+const char* simd_level_name(SimdLevel level);
+
+// What a CPU offers the kernels. cpu_features() detects this one's; tests pass made-up ones.
+struct CpuFeatures {
+  bool sse41 = false;
+  bool avx2 = false;
+  bool avx512f = false;
+  bool avx512vl = false;
+  bool avx512bw = false;
+  bool avx512dq = false;
+};
+// This CPU's features, detected once; all false in a build without the x86 kernels (other
+// compilers or architectures), which therefore runs the portable kernel only.
+CpuFeatures cpu_features();
+// Whether this build has kernels for `level` and a CPU with `features` can run them (AVX-512:
+// F, VL, BW, DQ and AVX2).
+bool cpu_runs(SimdLevel level, const CpuFeatures& features);
+// Whether this build has a kernel for `level` and this CPU can run it: cpu_runs(level,
+// cpu_features()). What the explicit gather(..., level) accepts.
 bool simd_level_supported(SimdLevel level);
-// The fastest supported level, detected once; gather(first, stride, count, out) uses it.
+// Whether the dispatch may choose `level`: its kernels (both versions') have run and matched
+// operator() on a CPU that has the instruction set. AVX-512: not yet (src/feistel.cc says why and
+// how to enable it after scripts/device_check_avx512.sh has passed on an AVX-512 machine).
+bool simd_level_verified(SimdLevel level);
+// The level gather(first, stride, count, out) runs on a CPU with `features`: the fastest one that
+// CPU runs and that is verified. A pure function, the one place the dispatch is decided.
+SimdLevel select_simd_level(const CpuFeatures& features);
+// select_simd_level(cpu_features()), computed once.
 SimdLevel best_simd_level();
 }  // namespace detail
 
@@ -106,11 +136,13 @@ class FeistelPermutation {
   }
 
   // out[j] = (*this)(first + j * stride) for j in [0, count); every such position must be below
-  // size(). Evaluates lanes in blocks with the widest SIMD kernel this CPU runs (cycle walking
-  // included); same bits as operator(). No allocation: O(1) memory beyond `out`.
+  // size(). Evaluates lanes in blocks with the kernel of detail::best_simd_level(), the widest
+  // verified one this CPU runs (cycle walking included); same bits as operator(). No allocation:
+  // O(1) memory beyond `out`.
   void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out) const;
-  // As above with the kernel of `level`, which must be supported (tests and benchmarks compare
-  // the kernels with each other); throws std::invalid_argument when it is not.
+  // As above with the kernel of `level`, verified or not, which must be supported: the path by
+  // which tests, benchmarks and scripts/device_check_avx512.sh run a named kernel against
+  // operator(). Throws std::invalid_argument when `level` is not supported.
   void gather(uint64_t first, uint64_t stride, uint64_t count, uint64_t* out,
               detail::SimdLevel level) const;
 
