@@ -201,25 +201,35 @@ def torch_version(python):
 
 
 def machine(torch2_python=None):
-    model = cores = "?"
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    for line in lscpu.splitlines():
-        if line.startswith("Model name:"):
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("CPU(s):"):
-            cores = line.split(":", 1)[1].strip()
-    flags = re.search(r"^Flags:\s*(.*)$", lscpu, re.M)
-    simd = [f for f in ("avx2", "avx512f") if flags and f in flags.group(1).split()]
+    """The machine line of the report, every part read from this machine: the CPU model and
+    whether it runs under a hypervisor (/proc/cpuinfo), the CPUs this process may use (nproc),
+    memory, kernel, compiler, the PyTorch stacks (the venv's path as given, relative to the
+    repository when it is inside it)."""
+    with open("/proc/cpuinfo") as f:
+        cpuinfo = f.read()
+    model = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
+    flags = re.search(r"^flags\s*:\s*(.*)$", cpuinfo, re.M)
+    flags = flags.group(1).split() if flags else []
+    simd = [f for f in ("avx2", "avx512f") if f in flags]
+    cpus = len(os.sched_getaffinity(0))
     with open("/proc/meminfo") as f:
         mem_kb = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
     gxx = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     import torch  # noqa: E402 (only for its version)
-    return (f"{model}, {cores} CPUs ({', '.join(simd) or 'no AVX2'}), "
-            f"{mem_kb / 2**20:.0f} GiB RAM, Linux {platform.release()}; {gxx}, Release build "
-            f"(-O3, baseline x86-64, SIMD kernels picked at run time); "
-            f"PyTorch {torch.__version__} (Debian python3-torch / libtorch-dev)" +
-            (f" and {torch_version(torch2_python)} ({torch2_python}, the package index's)"
-             if torch2_python else ""))
+    line = (f"{model.group(1).strip() if model else '?'}, {cpus} CPUs "
+            f"({', '.join(simd) or 'no AVX2'}), {mem_kb / 2**20:.0f} GiB RAM, Linux "
+            f"{platform.release()}; {gxx}, Release build (-O3, baseline x86-64, SIMD kernels "
+            f"picked at run time); PyTorch {torch.__version__} (Debian python3-torch / "
+            f"libtorch-dev)")
+    if torch2_python:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        path = os.path.abspath(torch2_python)
+        shown = os.path.relpath(path, root) if path.startswith(root + os.sep) else torch2_python
+        line += f" and {torch_version(torch2_python)} ({shown}, the package index's)"
+    kind = ("A virtual machine (the CPU reports a hypervisor)" if "hypervisor" in flags
+            else "No hypervisor reported")
+    return (f"{line}. {kind}: other jobs may run at the same time, so single numbers can be "
+            "off by tens of percent; the ratios are what matters")
 
 
 def main():
@@ -465,8 +475,8 @@ def main():
          "(/proc/PID/smaps_rollup) divides shared pages among the processes mapping them, so its "
          "sum counts the node's memory once; the peak RSS sum counts a shared page in every "
          "rank that touched it. Each process includes its interpreter and `import torch`. "
-         "`node_shared=True`: local rank 0 builds each permutation in POSIX shared memory and "
-         "the others map it (dist/node_order.h).")
+         "`node_shared=True`: local rank 0 builds each permutation in an anonymous memory file "
+         "(memfd) and hands it to the others, which map it (dist/node_order.h).")
     emit()
     node = json.loads(subprocess.run(
         [py, os.path.join(os.path.dirname(__file__), "node_memory.py"), "--json"], env=env,
@@ -530,8 +540,7 @@ number below comes from that one run, ours and PyTorch's side by side, and so do
 section at the end (the same command's next stage). Nothing here is a test: the tests check bits,
 never times.
 
-Machine: {machine}. The machine is a shared 2-CPU virtual machine: other jobs ran at the same
-time, so single numbers can be off by tens of percent; the ratios are what matters.
+Machine: {machine}.
 
 """
 
