@@ -18,7 +18,7 @@ The model is a nearest-class-mean classifier (deterministic, no training loop): 
 each class over the first --train-size training images, in float64.
 
 Run under torchrun (gloo, CPU), from the repository root after the build:
-    OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run \
+    OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 -m distsampler.torchrun \
         --nproc_per_node=3 --redirects 2 --tee 2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 \
         examples/eval_accuracy.py
 

@@ -1,7 +1,7 @@
 """The seed's experiment 1: 16 items, batch size 2, 2 epochs, with and without set_epoch.
 
 Run under torchrun (gloo, CPU):
-    PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 \
+    PYTHONPATH=build/python /usr/bin/python3 -m distsampler.torchrun --nproc_per_node=2 \
         examples/experiment1_set_epoch.py
 
 Every rank prints one line per batch: `exp1 VARIANT rank=R epoch=E batch=V,V` where V are the

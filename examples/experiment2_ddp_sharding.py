@@ -2,7 +2,7 @@
 versus a plain shuffling DataLoader (no distributed sampler).
 
 Run under torchrun (gloo, CPU):
-    PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 \
+    PYTHONPATH=build/python /usr/bin/python3 -m distsampler.torchrun --nproc_per_node=2 \
         examples/experiment2_ddp_sharding.py
 
 Every rank prints `exp2 VARIANT rank=R epoch=E batch=V,...` per batch (item i holds i + 1) and

@@ -8,7 +8,7 @@
                  epoch costs W times the steps and the ranks' gradients come from the same data
 
 Run under torchrun (gloo, CPU), e.g. from the repository root after the build:
-    OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run \
+    OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 -m distsampler.torchrun \
         --nproc_per_node=2 --redirects 2 --tee 2 examples/fashion_mnist_ddp.py --out build/demo
 
 Rank 0 writes OUT/fashion_mnist_loss.csv (variant, epoch, step, samples, loss: the loss averaged

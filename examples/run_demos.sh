@@ -18,7 +18,7 @@ trap 'rm -rf "$logs"' EXIT
 # IntFlag iteration skips the zero member, so "0" parses to None): redirecting and teeing stderr
 # (2) avoids that and leaves stdout untouched.
 launch() {
-  "${DISTSAMPLER_PYTHON:-/usr/bin/python3}" -m torch.distributed.run --nnodes=1 \
+  "${DISTSAMPLER_PYTHON:-/usr/bin/python3}" -m distsampler.torchrun --nnodes=1 \
     --nproc_per_node="$nproc" --rdzv_backend=c10d --rdzv_endpoint=localhost:0 --redirects 2 \
     --tee 2 --log_dir "$logs" "$@"
 }

@@ -3,7 +3,7 @@ resumes on any number of processes: the pattern to copy, and the program the tor
 kill-and-resume test runs (tests/dist/torchrun_kill_resume.py). The Python twin of
 examples/mpi_checkpoint.cc, writing the same logs.
 
-    PYTHONPATH=build/python /usr/bin/python3 -m torch.distributed.run --nproc_per_node=4 \\
+    PYTHONPATH=build/python /usr/bin/python3 -m distsampler.torchrun --nproc_per_node=4 \\
         --redirects 2 --tee 2 examples/torch_checkpoint.py --checkpoint ckpt.pt --log-dir logs
     (killed; later, on 3 processes, the same command with --nproc_per_node=3 --attempt 1)
 

@@ -85,7 +85,7 @@ def main(package_dir):
         agents = []
         for node_rank in (0, 1):
             logs = os.path.join(out_dir, f"logs{node_rank}")
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
+            cmd = [sys.executable, "-m", "distsampler.torchrun", "--nnodes=2",
                    f"--node_rank={node_rank}", "--nproc_per_node=2", "--rdzv_backend=c10d",
                    f"--rdzv_endpoint=localhost:{port}", "--redirects", "2", "--tee", "2",
                    "--monitor_interval", "0.1",  # torch 2's default; 1.13's is 5 s
@@ -127,7 +127,7 @@ def main(package_dir):
     if sorted(r["group_rank"] for r in reports) != [0, 0, 1, 1]:
         problems.append(f"group ranks {[r['group_rank'] for r in reports]}: not two nodes of two")
     with tempfile.TemporaryDirectory() as out_dir:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+        cmd = [sys.executable, "-m", "distsampler.torchrun", "--nnodes=1",
                "--nproc_per_node=2", "--rdzv_backend=c10d",
                f"--rdzv_endpoint=localhost:{free_port()}", "--redirects", "2", "--tee", "2",
                "--monitor_interval", "0.1",  # torch 2's default; 1.13's is 5 s

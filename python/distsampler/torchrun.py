@@ -1,0 +1,99 @@
+"""torchrun for a PyTorch built without libuv: ``python -m distsampler.torchrun ARGS`` is
+``torchrun ARGS`` (``python -m torch.distributed.run ARGS``), unchanged where this torch has
+libuv, which is every PyTorch from the package index.
+
+From PyTorch 2.4 on, torchrun's rendezvous and agent create ``TCPStore`` servers with the libuv
+backend by default, and a build without libuv refuses them ("use_libuv was requested but PyTorch
+was build without libuv support", then ``RendezvousConnectionError``). Debian 13's python3-torch
+2.6 is such a build, so plain torchrun fails there on every script. ``USE_LIBUV=0`` does not
+help: only ``init_process_group``'s ``env://`` and ``tcp://`` read it, not the launcher's own
+stores. Here, when a libuv server store is refused, every ``TCPStore`` this process creates
+defaults to the classic backend (an explicit ``use_libuv`` is kept), and the workers' ``env://``
+hosts its own store on rank 0 with ``USE_LIBUV=0`` instead of joining the agent's.
+"""
+import os
+import sys
+
+__all__ = ["libuv_available", "main"]
+
+
+def libuv_available() -> bool:
+    """Whether this torch's TCPStore takes the libuv backend: a server on a free loopback port."""
+    import torch.distributed as dist
+
+    try:
+        store = dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True, wait_for_workers=False)
+    except TypeError:  # a torch before 2.2, whose TCPStore has no libuv backend to ask for
+        return True
+    except RuntimeError as error:
+        if "libuv" not in str(error):
+            raise
+        return False
+    del store
+    return True
+
+
+def _classic_tcp_store():
+    """Makes torch.distributed.TCPStore default to use_libuv=False (before torch.distributed.run
+    and the rendezvous modules import it by name)."""
+    import torch.distributed as dist
+
+    base = dist.TCPStore
+
+    class TCPStore(base):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("use_libuv", False)
+            super().__init__(*args, **kwargs)
+
+    TCPStore.__name__ = TCPStore.__qualname__ = base.__name__
+    TCPStore.__module__ = base.__module__
+    dist.TCPStore = TCPStore
+    # The workers are other interpreters: their env:// reads USE_LIBUV, but a client of the
+    # agent's store (TORCHELASTIC_USE_AGENT_STORE=True) is made without use_libuv, hence with
+    # libuv. So the workers get a store of their own from rank 0, as before torch 2.3: the
+    # dynamic handlers' documented opt-out, and the static handler's property, which has none.
+    os.environ["USE_LIBUV"] = "0"
+    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    # The static handler (torchrun's default) hands the workers its own port, where rank 0 cannot
+    # listen: they get a free one instead, published in the store as the dynamic handlers do.
+    from torch.distributed.elastic.rendezvous import api, static_tcp_rendezvous
+
+    static = static_tcp_rendezvous.StaticTCPRendezvous
+    static.use_agent_store = property(lambda self: False)
+    next_rendezvous = static.next_rendezvous
+
+    def next_rendezvous_own_store(self):
+        info = next_rendezvous(self)
+        return api.RendezvousInfo(info.store, info.rank, info.world_size,
+                                  api.RendezvousStoreInfo.build(info.rank, info.store,
+                                                                 self.master_addr))
+
+    static.next_rendezvous = next_rendezvous_own_store
+    # ... and the launcher, which gives a static job's workers the agent's address and port
+    # outright (they override what the rendezvous says), gives them none.
+    from torch.distributed.launcher import api as launcher
+
+    launcher._get_addr_and_port = lambda parameters: (None, None)
+
+
+def _classic_store_applies() -> bool:
+    """Whether torchrun here has stores to move off libuv: torch 2.4 on (the libuv default and
+    the rendezvous store info the workers' own store is published with)."""
+    from torch.distributed.elastic.rendezvous import api
+
+    return hasattr(api, "RendezvousStoreInfo")
+
+
+def main(argv=None) -> None:
+    # DISTSAMPLER_TORCHRUN_CLASSIC_STORE=1: the classic stores even where libuv works (the tests
+    # run this path on every torch that has it; also a way around a libuv problem).
+    forced = os.environ.get("DISTSAMPLER_TORCHRUN_CLASSIC_STORE") == "1"
+    if (forced or not libuv_available()) and _classic_store_applies():
+        _classic_tcp_store()
+    from torch.distributed.run import main as torchrun_main
+
+    torchrun_main(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()
