@@ -128,9 +128,10 @@ ensure_peers_venv() {
 # Debian 12, e.g. pyenv's): the extension in build/python is built for Debian's interpreter and
 # loads in both stacks only then; else Debian's own (python3-venv). pip reaches what the machine
 # configures for it (the index and its on-disk wheels), nothing else. Prints the interpreter's
-# path last.
+# path last. Returns 3, saying why, when the lock's torch is not to be had for this Python here
+# (Debian 13: Python 3.13, and the CPU wheel on this kind of machine is for 3.11).
 ensure_pinned_venv() {
-  local root venv lock stamp want version base
+  local root venv lock stamp want version base torch_pin
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd) || return 1
   venv=$root/$1
   lock=$root/$2
@@ -143,6 +144,15 @@ ensure_pinned_venv() {
     rm -rf "$venv" && "$base" -m venv "$venv" || return 1
   fi
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    # The lock's torch (a CPU build, +cpu) must be on this machine's disk for this Python: the
+    # index has only CUDA builds under that version, and pip must never take one (several GB).
+    torch_pin=$(grep -m1 '^torch==' "$lock" || true)
+    if [ -n "$torch_pin" ] &&
+       ! "$venv/bin/python" -m pip install --dry-run --no-deps -qq "$torch_pin" >/dev/null 2>&1; then
+      echo "no wheel of $torch_pin for Python $version on this machine (the index has only" \
+        "CUDA builds, several GB, which are never downloaded)" >&2
+      return 3
+    fi
     echo "Installing $2 into $venv (a few minutes the first time)" >&2
     "$venv/bin/python" -m pip install -qq -r "$lock" >&2 &&
       "$venv/bin/python" -m pip check >&2 &&

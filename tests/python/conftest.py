@@ -8,6 +8,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# Every skip, with its reason, to DISTSAMPLER_SKIP_LOG (tests/skip_log.py; scripts/test.sh prints it).
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from skip_log import pytest_runtest_logreport  # noqa: E402,F401
+
 
 def pytest_report_header(config):
     """The PyTorch stack under test (the suite runs on each): torch's version and the interpreter."""

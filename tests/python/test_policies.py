@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  (a dependency of the suite: missing, it fails)
 import torch.utils.data as tud  # noqa: E402
 
 from distsampler import _core  # noqa: E402

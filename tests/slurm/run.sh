@@ -9,20 +9,18 @@
 # a program run without srun in a batch script refusing in one line. Every index is read once.
 #
 # Usage: tests/slurm/run.sh SOURCE_DIR BUILD_DIR [PYTHON]   (root: installs slurm-wlm and munge
-# when missing, as scripts/deps.sh does; exit 77, skipped, when not root and they are missing)
+# when missing, as scripts/deps.sh does; exit 77, skipped and saying so, when not root)
 set -u
 src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
 py=${3:-/usr/bin/python3}
 . "$src/scripts/deps.sh"
-missing=0
-for p in $DISTSAMPLER_SLURM_PACKAGES; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing=1
-done
-if [ $missing = 1 ] && [ "$(id -u)" != 0 ]; then
-  echo "skipped: $DISTSAMPLER_SLURM_PACKAGES missing and not root"; exit 77
-fi
-if [ "$(id -u)" != 0 ]; then echo "skipped: starting slurmd needs root"; exit 77; fi
+# A skip says why, here and in DISTSAMPLER_SKIP_LOG (scripts/test.sh prints it at the end).
+skipped() {
+  echo "skipped: $*"
+  [ -z "${DISTSAMPLER_SKIP_LOG:-}" ] || echo "slurm: $*" >>"$DISTSAMPLER_SKIP_LOG"
+}
+if [ "$(id -u)" != 0 ]; then skipped "starting munged, slurmctld and slurmd needs root"; exit 77; fi
 ensure_packages $DISTSAMPLER_SLURM_PACKAGES || exit 1
 
 W=$(mktemp -d /tmp/distsampler-slurm.XXXXXX)
@@ -177,11 +175,12 @@ mpi_run() {  # mpi_run TAG LAUNCHER...
   "$@" "$build/bin/mpi_node_order" >"$W/out/$tag.node.log" 2>&1 && grep -q "^ok:" "$W/out/$tag.node.log" ||
     { problem "$* mpi_node_order"; tail -n 20 "$W/out/$tag.node.log"; }
 }
-if srun --mpi=list 2>&1 | grep -q pmix; then
+if [[ $(srun --mpi=list 2>&1) == *pmix* ]]; then
   mpi_run pmix1 srun --mpi=pmix -n 4
   mpi_run pmix2 srun --mpi=pmix -N 2 -n 4
 else
-  echo "note: this SLURM has no PMIx plugin; MPI only through salloc + mpirun"
+  skipped "srun --mpi=pmix (this SLURM has no PMIx plugin: $(srun --mpi=list 2>&1 | tr '\n' ' '));" \
+    "MPI only through salloc + mpirun"
 fi
 mpi_run salloc salloc -N 2 -n 4 mpirun -np 4
 
