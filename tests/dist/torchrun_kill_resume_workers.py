@@ -10,8 +10,10 @@ checkpoints (3 processes): every rank stops, naming the field.
 usage: torchrun_kill_resume_workers.py DISTSAMPLER_CLI PYTHON_PACKAGE_DIR [SEED] [--kinds K,...]
                                        [--loader distsampler|torchdata]
 K: distributed, blended, weighted, bucketed, mismatch (default: all). The random choices
-come from SEED (default: time-based) and are printed for reproduction. --loader torchdata runs
-the same jobs through torchdata's StatefulDataLoader checkpointing our samplers.
+come from SEED (default DEFAULT_SEED, so that every run makes the same choices; printed, and any
+other seed may be given). --loader torchdata runs the same jobs through torchdata's
+StatefulDataLoader checkpointing our samplers. A process of a run (a DataLoader worker, a rank)
+still alive LEFTOVER_GRACE seconds after torchrun exited fails the test, after it is killed.
 """
 
 import argparse
@@ -32,6 +34,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLE = os.path.join(ROOT, "examples", "torch_checkpoint_workers.py")
 KINDS = ["distributed", "blended", "weighted", "bucketed"]
 BATCH, WORKERS, PREFETCH, EPOCHS = 8, 2, 2, 2
+DEFAULT_SEED = 20261203
+# A DataLoader worker of a rank that torchrun stopped notices its parent's death within
+# torch's MP_STATUS_CHECK_INTERVAL (5 s) and exits; one alive after this long has leaked.
+LEFTOVER_GRACE = 15
 
 
 def torchrun(nproc, args, package_dir, logs, timeout=150):
@@ -48,7 +54,9 @@ def torchrun(nproc, args, package_dir, logs, timeout=150):
     # worker is still starting never exits (PyTorch's worker watchdog reads its parent's pid after
     # the worker's setup, and by then the parent is init), and it keeps its copies of torchrun's
     # stdout and stderr open, so a reader waiting for their end would wait for it. torchrun's own
-    # exit is what is awaited; the run's processes still alive then are killed and named.
+    # exit is what is awaited; the run's processes still alive LEFTOVER_GRACE seconds later are
+    # killed, named, and fail the test.
+    marker = args[args.index("--checkpoint") + 1]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
         try:
@@ -57,31 +65,49 @@ def torchrun(nproc, args, package_dir, logs, timeout=150):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            left = kill_leftovers(args[args.index("--checkpoint") + 1])
+            left = kill_leftovers(marker, LEFTOVER_GRACE)
+            if left:  # printed even when torchrun timed out
+                print("      processes left behind after torchrun exited (killed):\n"
+                      + "\n".join(f"        {line}" for line in left), flush=True)
         out.seek(0)
         err.seek(0)
         r = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
-    if left:
-        print(f"      left behind by the killed rank, and killed: {'; '.join(left)}", flush=True)
+    assert not left, (f"{len(left)} processes of the run were still alive {LEFTOVER_GRACE} s "
+                      "after torchrun exited (leaked DataLoader workers or ranks; killed):\n"
+                      + "\n".join(left))
     return r
 
 
-def kill_leftovers(marker):
-    """SIGKILLs the processes whose command line holds `marker` (this run's checkpoint path);
-    returns 'PID COMMAND' of each."""
-    left = []
+def run_processes(marker):
+    """{pid: 'pid PID ppid PPID: COMMAND LINE'} of the live processes whose command line holds
+    `marker` (a run's checkpoint path: its ranks and their forked DataLoader workers)."""
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                words = f.read().decode(errors="replace").split("\0")
+                words = f.read().decode(errors="replace").rstrip("\0").split("\0")
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(pid) != os.getpid() and marker in words:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-            left.append(f"{pid} {' '.join(words[:2])}")
+        if int(pid) != os.getpid() and marker in words and fields[0] != "Z":
+            found[int(pid)] = f"pid {pid} ppid {fields[1]}: {' '.join(words)}"
+    return found
+
+
+def kill_leftovers(marker, grace):
+    """Waits up to `grace` seconds for the run's processes (run_processes) to exit by
+    themselves, then SIGKILLs those still alive; returns their descriptions."""
+    deadline = time.monotonic() + grace
+    while run_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = []
+    for pid, description in run_processes(marker).items():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        left.append(description)
     return left
 
 
@@ -298,7 +324,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("cli")
     p.add_argument("package_dir")
-    p.add_argument("seed", type=int, nargs="?", default=int(time.time()))
+    p.add_argument("seed", type=int, nargs="?", default=DEFAULT_SEED,
+                   help=f"the random choices' seed (default {DEFAULT_SEED})")
     p.add_argument("--kinds", default=",".join(KINDS + ["mismatch"]))
     p.add_argument("--loader", default="distsampler", choices=["distsampler", "torchdata"],
                    help="the example's --loader: ours, or torchdata's StatefulDataLoader")
