@@ -46,7 +46,7 @@ def torchrun(nproc, args, package_dir, logs, timeout=150):
     # --monitor_interval 0.1, torch 2's default: Debian's 1.13 checks its workers every 5 s, so
     # each launch outlived its ranks by up to 5 s.
     env = dict(os.environ, PYTHONPATH=package_dir, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+    cmd = [sys.executable, "-m", "distsampler.torchrun", "--nnodes=1",
            f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
            "--redirects", "2", "--tee", "2", "--monitor_interval", "0.1", "--log_dir", logs,
            EXAMPLE] + args
