@@ -23,10 +23,12 @@ drawing and discarding the batches already received (exact for deterministic sam
 import collections
 from typing import Any, Dict, Optional, TypeVar
 
+import torch.multiprocessing
 import torch.utils.data
 from torch.utils.data import dataloader as _torch_loader
 
 from ._passes import PassSampler
+from ._workers import GUARDS_WORKERS, GuardedContext
 
 LOADER_STATE_VERSION = 1
 
@@ -186,6 +188,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     ``sampler.state_dict()`` of a package sampler read by this loader is exact too.
     ``in_order=False`` (torch >= 2.6) with workers is refused: batches would reach the loop in
     another order than their indices were drawn, and no checkpoint could name what it received.
+    On Linux its worker processes end when the process that started them dies, also during their
+    start-up (where PyTorch's would wait forever): see _workers.py.
     """
 
     def __init__(self, *args, **kwargs) -> None:
@@ -216,15 +220,30 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         tracker = self.__dict__.get("_tracker")
         return index_sampler if tracker is None else _DispatchingSampler(index_sampler, tracker)
 
+    @property
+    def multiprocessing_context(self):
+        # torch's multi-process iterator reads it once, in its constructor, to start the workers:
+        # there (only) it gets the context with guarded worker processes.
+        context = torch.utils.data.DataLoader.multiprocessing_context.fget(self)
+        if not (GUARDS_WORKERS and self.__dict__.get("_starting_workers")):
+            return context
+        return GuardedContext(torch.multiprocessing if context is None else context)
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, context) -> None:
+        torch.utils.data.DataLoader.multiprocessing_context.fset(self, context)
+
     def _get_iterator(self):
         # torch's multi-process iterator calls iter() on the index sampler in its constructor and
         # again in its first _reset: one pass.
         tracker = self._tracker
         tracker.opening, tracker.opened = True, False
+        self.__dict__["_starting_workers"] = True
         try:
             return super()._get_iterator()
         finally:
             tracker.opening = False
+            self.__dict__["_starting_workers"] = False
 
     def __iter__(self):
         return _Receiving(super().__iter__(), self._tracker)
