@@ -405,17 +405,44 @@ class CoreArgs:
 _FIRST_CHUNK = 256
 
 
-def fill_chunks(total: int, fill, chunk: int):
+def import_numpy(needed_by: str):
+    """numpy, imported where a feature needs it: distsampler.torch itself runs without it, as
+    torch 2 does. Raises ModuleNotFoundError naming `needed_by` and ``pip install numpy``."""
+    try:
+        import numpy
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(f"{needed_by} needs numpy, which is not installed: "
+                                  "pip install numpy", name="numpy") from error
+    return numpy
+
+
+def fill_chunks(total: int, fill, chunk: int, item=None):
     """Lists of fill's values for positions [0, total), `chunk` at a time after a first chunk of
-    _FIRST_CHUNK: fill(first, out) writes out[j] for position first + j in C++ without the
-    GIL."""
-    import numpy as np
+    _FIRST_CHUNK: fill(first, out) writes out[j] for position first + j into a numpy buffer in
+    C++ without the GIL. Without numpy, item(i) reads position i's value one at a time (about
+    half the speed), where given."""
+    try:
+        import numpy as np
+    except ModuleNotFoundError:
+        if item is None:
+            raise
+        return _chunks_of(total, chunk, lambda first, size: list(map(item, range(first,
+                                                                               first + size))))
     buffer = np.empty(min(chunk, total), dtype=np.uint64)
+
+    def read(first: int, size: int):
+        part = buffer[:size]
+        fill(first, part)
+        return part.tolist()
+
+    return _chunks_of(total, chunk, read)
+
+
+def _chunks_of(total: int, chunk: int, read):
     first, size = 0, min(_FIRST_CHUNK, chunk)
     while first < total:
-        part = buffer[: min(size, total - first)]
-        fill(first, part)
-        yield part.tolist()
+        part = read(first, min(size, total - first))
+        yield part
         first += len(part)
         size = chunk
 

@@ -24,7 +24,8 @@ The differences:
 
 Indices are computed in C++ in chunks with the GIL released and handed out through
 ``itertools.chain`` (no Python code runs per index); no Python list of the dataset is ever built.
-``indices(epoch)`` returns a rank's whole share of an epoch as one numpy array.
+``indices(epoch)`` returns a rank's whole share of an epoch as one numpy array. numpy is needed
+for that only: without it (torch 2 runs without it) the sampler iterates index by index.
 ``order="feistel"`` selects the random-access order: O(1) memory per rank whatever the dataset
 size (PyTorch's order needs the whole permutation on every rank).
 """
@@ -32,14 +33,14 @@ import operator
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
-import numpy as np
 import torch.distributed as dist
 import torch.utils.data.distributed
 
 from . import _core
 from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, SeedOverflowError,
                       check_feistel_version, check_order, check_uint64, checked_epoch,
-                      fill_chunks, gather_in_step, randperm_variant, spans_group)
+                      fill_chunks, gather_in_step, import_numpy, randperm_variant,
+                      spans_group)
 from ._loader import DataLoader
 
 __all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
@@ -197,7 +198,7 @@ class DistributedSampler(CoreArgs, PassSampler,
 
     def _chunks(self, epoch: int, start: int):
         view = self._view(epoch, start, self.prefetching)
-        return fill_chunks(len(view), view.fill, _CHUNK)
+        return fill_chunks(len(view), view.fill, _CHUNK, view.__getitem__)
 
     def _dataset_size(self) -> Optional[Tuple[int, int]]:
         return len(self.dataset), self._config_fields["size"]
@@ -227,13 +228,14 @@ class DistributedSampler(CoreArgs, PassSampler,
             raise ConfigurationMismatch(
                 "the sampler configuration differs across ranks, refusing to start: " + message)
 
-    def indices(self, epoch: int) -> np.ndarray:
+    def indices(self, epoch: int) -> "numpy.ndarray":
         """This rank's whole share of `epoch` at once, as an int64 numpy array: what iterating
         after ``set_epoch(epoch)`` yields from the epoch's start (``torch.from_numpy`` takes it as
         is). Computed in C++ with the GIL released, into the array only: no Python ints. A pure
         function of the configuration, `epoch` and the rank: the sampler's epoch, position and
         state are neither read nor changed. Costs n / num_replicas * 8 bytes; iterate instead to
-        stay in O(1) memory."""
+        stay in O(1) memory. Needs numpy (ModuleNotFoundError without it)."""
+        np = import_numpy("DistributedSampler.indices")
         view = self._view(checked_epoch(epoch), 0)
         out = np.empty(len(view), dtype=np.uint64)
         view.fill(0, out)  # C++, GIL released
