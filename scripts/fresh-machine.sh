@@ -15,6 +15,7 @@
 #            made anew unless --reuse (keep a root made before, with what it installed: for
 #            rerunning a command, not a fresh-machine result).
 #   --keep:  leave the root in place afterwards (default: deleted when every command passed).
+#   --timeout SECONDS: each command's limit (default 5400; a hang fails with exit 124).
 # Logs: DIR.log/<n>.log for the n-th command, kept in every case.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +25,7 @@ release=12
 dir=
 keep=0
 reuse=0
+limit=5400
 commands=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -31,8 +33,9 @@ while [ $# -gt 0 ]; do
     --dir) dir=${2:?--dir needs a path}; shift 2 ;;
     --keep) keep=1; shift ;;
     --reuse) reuse=1; keep=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    -*) echo "error: unknown option $1 (allowed: --release 12|13, --dir DIR, --keep, --reuse)" >&2
+    --timeout) limit=${2:?--timeout needs seconds}; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -*) echo "error: unknown option $1 (allowed: --release 12|13, --dir DIR, --keep, --reuse, --timeout S)" >&2
         exit 2 ;;
     *) commands+=("$1"); shift ;;
   esac
@@ -150,7 +153,7 @@ for c in "${commands[@]}"; do
   echo "== $n. $c"
   t0=$(date +%s)
   set +e
-  chroot "$dir" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+  timeout --kill-after=30 "$limit" chroot "$dir" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${pip_env[@]}" \
     /bin/bash -c "cd /root/distsampler && $c" </dev/null >"$logs/$n.log" 2>&1
   rc=$?
