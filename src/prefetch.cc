@@ -6,12 +6,22 @@
 // alive (the one being read), so that building the next never makes three. A released order is
 // freed by that thread too (a permutation of 10^8 takes 30-60 ms to give back to the system,
 // which would otherwise land on the epoch boundary), before it builds anything.
+//
+// Fork: a child gets a copy of the state but not the worker thread (PyTorch's DataLoader forks
+// its workers from the process that holds the sampler). pthread_atfork holds every state's mutex
+// across fork(), so none is copied locked by a thread the child lacks, and the child forgets the
+// worker it does not have: a requested or running build becomes kIdle (the child builds the epoch
+// itself when asked, then starts its own worker), and the thread object is neither joined nor
+// detached there (glibc would wait for the parent's thread forever).
 #include "distsampler/prefetch.h"
+
+#include <pthread.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -26,13 +36,13 @@ namespace detail {
 struct PrefetchState {
   enum class Status { kIdle, kRequested, kRunning, kDone };
 
-  PrefetchState(OrderOptions o, OrderBuilder b) : options(std::move(o)), build(std::move(b)) {
-    if (!build) {
-      build = [](const OrderOptions& options, uint64_t epoch, const std::function<bool()>&) {
-        return make_epoch_order(options, epoch);
-      };
-    }
-  }
+  PrefetchState(OrderOptions o, OrderBuilder b);
+  ~PrefetchState();
+  PrefetchState(const PrefetchState&) = delete;
+  PrefetchState& operator=(const PrefetchState&) = delete;
+
+  // In the child of a fork, with `mutex` held: the worker stayed in the parent.
+  void forget_worker();
 
   const OrderOptions options;
   OrderBuilder build;
@@ -40,7 +50,7 @@ struct PrefetchState {
   std::mutex mutex;
   std::condition_variable changed;
   uint64_t live = 0;  // orders alive: handed out and not released, or built and not handed out
-  std::thread worker;
+  std::unique_ptr<std::thread> worker;  // null until the first prefetch, and in a forked child
   bool stop = false;
   Status status = Status::kIdle;
   uint64_t epoch = 0;   // of the request (kRequested) or of the build (kRunning, kDone)
@@ -49,6 +59,66 @@ struct PrefetchState {
   std::exception_ptr error;
   std::vector<std::shared_ptr<const EpochOrder>> graveyard;  // released, to be freed by the worker
 };
+
+namespace {
+
+// Every live state, for the fork handlers. Lock order: the registry, then a state's mutex; no
+// state's mutex is held while the registry is taken.
+struct ForkRegistry {
+  std::mutex mutex;
+  std::set<PrefetchState*> states;
+};
+ForkRegistry& fork_registry() {
+  static ForkRegistry* registry = new ForkRegistry();  // never destroyed: handlers outlive statics
+  return *registry;
+}
+void before_fork() {
+  fork_registry().mutex.lock();
+  for (PrefetchState* state : fork_registry().states) state->mutex.lock();
+}
+void after_fork_in_parent() {
+  for (PrefetchState* state : fork_registry().states) state->mutex.unlock();
+  fork_registry().mutex.unlock();
+}
+void after_fork_in_child() {
+  for (PrefetchState* state : fork_registry().states) {
+    state->forget_worker();
+    state->mutex.unlock();
+  }
+  fork_registry().mutex.unlock();
+}
+
+}  // namespace
+
+PrefetchState::PrefetchState(OrderOptions o, OrderBuilder b)
+    : options(std::move(o)), build(std::move(b)) {
+  if (!build) {
+    build = [](const OrderOptions& options, uint64_t epoch, const std::function<bool()>&) {
+      return make_epoch_order(options, epoch);
+    };
+  }
+  static std::once_flag registered;
+  std::call_once(registered,
+                 [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
+  std::lock_guard<std::mutex> lock(fork_registry().mutex);
+  fork_registry().states.insert(this);
+}
+
+PrefetchState::~PrefetchState() {
+  std::lock_guard<std::mutex> lock(fork_registry().mutex);
+  fork_registry().states.erase(this);
+}
+
+void PrefetchState::forget_worker() {
+  if (!worker) return;
+  // The parent's thread: no join, no detach, no destructor (a joinable std::thread terminates).
+  (void)worker.release();
+  // The parent's build never finishes here; epoch() builds what it needs itself. What the worker
+  // was freeing or building is lost to the child (copy-on-write pages it never touches again).
+  if (status == Status::kRequested || status == Status::kRunning) status = Status::kIdle;
+  cancel = false;
+  abandon = false;
+}
 
 }  // namespace detail
 
@@ -70,7 +140,7 @@ std::shared_ptr<const EpochOrder> counted(std::shared_ptr<const EpochOrder> orde
   return std::shared_ptr<const EpochOrder>(
       raw, [order = std::move(order), state](const EpochOrder*) mutable {
         std::unique_lock<std::mutex> lock(state->mutex);
-        if (!state->stop && state->worker.joinable()) {
+        if (!state->stop && state->worker) {
           // Freeing 400 MB takes tens of milliseconds: the worker does it, not the reader
           // whose previous epoch ended at the boundary, and before it builds anything.
           state->graveyard.push_back(std::move(order));
@@ -156,7 +226,7 @@ PrefetchingSampler::~PrefetchingSampler() {
     state_->abandon = true;
     state_->changed.notify_all();
   }
-  if (state_->worker.joinable()) state_->worker.join();  // waits for a running build
+  if (state_->worker) state_->worker->join();  // waits for a running build
   std::unique_lock<std::mutex> lock(state_->mutex);
   bury(state_.get(), lock);
   if (state_->built) {
@@ -219,7 +289,7 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->epoch = epoch + 1;
     state_->status = Status::kRequested;
-    if (!state_->worker.joinable()) state_->worker = std::thread(worker_loop, state_.get());
+    if (!state_->worker) state_->worker = std::make_unique<std::thread>(worker_loop, state_.get());
     state_->changed.notify_all();
   }
   return view;

@@ -40,7 +40,10 @@ struct OrderCancelled : std::runtime_error {
 // set_epoch jumps cost one synchronous build, as without prefetching).
 //
 // One worker thread per sampler, started at the first prefetch. Not thread-safe: one caller at
-// a time (a training loop). The destructor waits for a running build.
+// a time (a training loop). The destructor waits for a running build. A child of fork() (a
+// DataLoader worker) keeps the orders already built, never waits for the parent's worker (a
+// build it had requested or was running is given up in the child), builds what it asks for
+// itself and starts its own worker for the epochs after.
 class PrefetchingSampler {
  public:
   // `prefetch` false: epoch() builds on demand, exactly as DistributedSampler::epoch. `build`

@@ -1,10 +1,18 @@
 #include "distsampler/prefetch.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -110,6 +118,128 @@ TEST(Prefetch, ViewsOutliveTheSamplerAndDestructionDoesNotHang) {
     kept = sampler.epoch(1);  // 0 still alive: the build of 2 waits, and is cancelled below
   }
   EXPECT_EQ(all(kept), expected);
+}
+
+// ThreadSanitizer kills the child of a multithreaded fork once it starts a thread, as these
+// children must (their own prefetch worker): ASan and ctest run those tests.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+// Runs body() in a forked child; "exit 0" when it returned true within `seconds`. A child that
+// hangs is killed, so that a regression fails instead of hanging the test.
+std::string in_child(const std::function<bool()>& body, int seconds = 20) {
+  std::fflush(nullptr);  // no buffered output duplicated into the child
+  const pid_t pid = fork();
+  if (pid == 0) {
+    bool ok = false;
+    try {
+      ok = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    _exit(ok ? 0 : 1);
+  }
+  if (pid < 0) return "fork failed";
+  int status = 0;
+  for (int waited = 0; waited < seconds * 100; ++waited) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                               : "killed by signal " + std::to_string(WTERMSIG(status));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return "hung for " + std::to_string(seconds) + " s (killed)";
+}
+
+// An OrderBuilder whose first build of `epoch` in the process that made it waits until open():
+// the test then knows the background build is running. Other builds (and the child's) are plain.
+class GatedBuilder {
+ public:
+  explicit GatedBuilder(uint64_t epoch) : gate_(std::make_shared<Gate>()), epoch_(epoch) {}
+  OrderBuilder builder() const {
+    return [gate = gate_, epoch = epoch_, parent = getpid()](
+               const OrderOptions& options, uint64_t e, const std::function<bool()>&) {
+      if (e == epoch && getpid() == parent) {
+        std::unique_lock<std::mutex> lock(gate->mutex);
+        if (!gate->entered) {
+          gate->entered = true;
+          gate->changed.notify_all();
+          gate->changed.wait(lock, [&] { return gate->open; });
+        }
+      }
+      return make_epoch_order(options, e);
+    };
+  }
+  bool wait_until_running() const {
+    std::unique_lock<std::mutex> lock(gate_->mutex);
+    return gate_->changed.wait_for(lock, std::chrono::seconds(20), [&] { return gate_->entered; });
+  }
+  void open() const {
+    std::lock_guard<std::mutex> lock(gate_->mutex);
+    gate_->open = true;
+    gate_->changed.notify_all();
+  }
+
+ private:
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool entered = false;
+    bool open = false;
+  };
+  std::shared_ptr<Gate> gate_;
+  uint64_t epoch_;
+};
+
+// Issue 28: a DataLoader worker forked while the background build runs has the sampler's state
+// (kRunning) but not its thread. It builds the epoch itself, prefetches on its own worker, and
+// its sampler is destroyed without joining the parent's thread.
+TEST(Prefetch, AChildForkedWhileABuildRunsBuildsTheEpochItself) {
+  if (kThreadSanitizer) GTEST_SKIP() << "ThreadSanitizer does not let a forked child start threads";
+  const SamplerOptions options = torch_options(5003, 2, 1);
+  const DistributedSampler plain(options);
+  const GatedBuilder gate(1);
+  PrefetchingSampler sampler(options, true, gate.builder());
+  const RankView zero = sampler.epoch(0);  // the worker starts epoch 1 and waits at the gate
+  ASSERT_TRUE(gate.wait_until_running());
+  const std::string child = in_child([&] {
+    bool ok = all(sampler.epoch(1)) == all(plain.epoch(1)) && sampler.hits() == 0;
+    ok = ok && wait_for_live(sampler, 2);  // the view of 0 and 2, built by the child's worker
+    return ok && all(sampler.epoch(2)) == all(plain.epoch(2)) && sampler.hits() == 1;
+  });
+  EXPECT_EQ(child, "exit 0");
+  gate.open();
+  EXPECT_EQ(all(sampler.epoch(1)), all(plain.epoch(1)));
+  EXPECT_EQ(sampler.hits(), 1u);  // the parent's own build, unaffected
+}
+
+// The same with the build requested but waiting for a release (two orders alive), and the
+// child's sampler destroyed in the child (the parent's worker is neither joined nor detached).
+TEST(Prefetch, AChildForkedWhileABuildIsRequestedBuildsTheEpochItself) {
+  if (kThreadSanitizer) GTEST_SKIP() << "ThreadSanitizer does not let a forked child start threads";
+  const SamplerOptions options = torch_options(4001, 3, 2);
+  const DistributedSampler plain(options);
+  auto sampler = std::make_unique<PrefetchingSampler>(options);
+  const RankView zero = sampler->epoch(0);
+  const RankView one = sampler->epoch(1);  // 0 and 1 alive: the build of 2 waits
+  const std::string child = in_child([&] {
+    const bool ok = all(sampler->epoch(2)) == all(plain.epoch(2));
+    sampler.reset();
+    return ok;
+  });
+  EXPECT_EQ(child, "exit 0");
+  EXPECT_EQ(all(sampler->epoch(2)), all(plain.epoch(2)));
 }
 
 }  // namespace

@@ -56,6 +56,40 @@ def test_loader_workers_forked_while_a_build_runs():
         assert loader_helpers.flat(loader) == sampler.indices(epoch).tolist()
 
 
+def test_a_child_forked_while_a_build_waits_builds_the_epoch_itself():
+    """Issue 28: a process forked while the next epoch's build is requested (DataLoader workers
+    are forked from the process that holds the sampler) has the sampler's state but not its
+    thread: it builds the epoch itself instead of waiting for ever."""
+    import os
+    import signal
+    from distsampler import _core
+    core = _core.DistributedSampler(N, 4, 1, 3, True, False, "torch", _core.RandpermVariant.current)
+    prefetcher = _core.PrefetchingSampler(core, True)
+    views = [prefetcher.epoch(0), prefetcher.epoch(1)]  # two alive: the build of 2 waits
+    want = core.epoch(2)
+    want = [want[i] for i in range(len(want))]
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            got = prefetcher.epoch(2)
+            ok = [got[i] for i in range(len(got))] == want
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 20
+    status = None
+    while status is None and time.monotonic() < deadline:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        status = code if done == pid else None
+        time.sleep(0.01)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert status == 0, "the child hung (killed after 20 s)" if status is None else status
+    got = prefetcher.epoch(2)
+    assert [got[i] for i in range(len(got))] == want and len(views) == 2
+
+
 def test_node_shared_without_a_launcher_warns_and_builds_per_rank(monkeypatch):
     import pytest
     from distsampler import _core
