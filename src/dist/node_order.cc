@@ -13,10 +13,12 @@
 //
 // Local rank 0 runs one server thread per (job, node) for the life of the process; it answers
 // "not yet", "failed" (the readers fall back) or the descriptor, and drops a descriptor once every
-// other local rank has fetched it and its instance has kKeptEpochs newer ones, or when its
-// sampler is destroyed and every reader has it (or the group's timeout has passed since).
-// Readers poll with growing sleeps, check every header field against their own configuration and
-// the checksum, and map it read-only.
+// other local rank has fetched it (counted per reader: one that asks twice is still one) and its
+// instance has kKeptEpochs newer ones, or when its sampler is destroyed and every reader has it
+// (or the group's timeout has passed since). Readers poll with growing sleeps, check every header
+// field against their own configuration and the checksum, and map it read-only; a reader that
+// has had an answer from the server and then finds nothing listening throws at once (the server
+// lives as long as local rank 0's process, so that process is gone and nothing will come).
 //
 // This file: the launcher's node group and the public entry points; the segment:
 // node_order_segment.cc, local rank 0's builder and server: node_order_server.cc, the readers:
@@ -132,7 +134,8 @@ std::shared_ptr<const EpochOrder> node_epoch_order(const OrderOptions& options, 
     return make_epoch_order(options, epoch);
   }
   detail::node::expected_identity(options, epoch);  // throws on seed + epoch overflow
-  Request request{detail::node::config_key(options), detail::node::kDirect, epoch};
+  Request request{detail::node::config_key(options), detail::node::kDirect, epoch,
+                  group.local_rank};
   if (builder != nullptr) {
     std::lock_guard<std::mutex> lock(builder->mutex);
     auto it = builder->instances.find(request.config);

@@ -47,11 +47,13 @@ struct Header {
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
 
-// A reader's request: which sampler's which epoch.
+// A reader's request: which sampler's which epoch, and who asks (the server counts each reader
+// once per publication, however often it asks).
 struct Request {
   uint64_t config;
   uint64_t instance;
   uint64_t epoch;
+  uint64_t reader;  // the asking rank's local rank, 1 .. local world size - 1
 };
 
 // How this process's node-shared orders were obtained (node_order_counts).

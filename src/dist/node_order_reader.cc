@@ -8,8 +8,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "node_order_internal.h"
 
@@ -54,6 +58,33 @@ std::pair<int, Fd> ask(const NodeGroup& group, const Request& request) {
   return {reply, std::move(received)};
 }
 
+// The servers (job, node) this process has had an answer from. A server lives as long as local
+// rank 0's process, so a refused connection to one of them means that process is gone (killed,
+// or ended by an error) and whatever it had not published will never come: the readers stop at
+// once instead of waiting for the timeout. Before the first answer a refusal only means "not
+// listening yet".
+class ReachedServers {
+ public:
+  static void note(const NodeGroup& group) {
+    std::lock_guard<std::mutex> lock(mutex());
+    servers().emplace(group.job, group.node);
+  }
+  static bool contains(const NodeGroup& group) {
+    std::lock_guard<std::mutex> lock(mutex());
+    return servers().count({group.job, group.node}) != 0;
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex* m = new std::mutex();
+    return *m;
+  }
+  static std::set<std::pair<std::string, std::string>>& servers() {
+    static auto* s = new std::set<std::pair<std::string, std::string>>();
+    return *s;
+  }
+};
+
 }  // namespace
 
 std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64_t epoch,
@@ -68,6 +99,8 @@ std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64
   std::string last = "not listening";
   while (true) {
     auto [reply, fd] = ask(group, request);
+    if (reply >= 0) ReachedServers::note(group);
+    const bool gone = reply == -ECONNREFUSED && ReachedServers::contains(group);
     if (reply == kFailed) {
       warn_fallback("local rank 0 could not build epoch " + std::to_string(epoch) +
                     "'s permutation in shared memory");
@@ -97,6 +130,13 @@ std::shared_ptr<const EpochOrder> map_shared(const OrderOptions& options, uint64
     if (cancelled && cancelled()) {
       throw OrderCancelled("node-shared order: the wait for epoch " + std::to_string(epoch) +
                            "'s permutation was cancelled");
+    }
+    if (gone) {
+      throw std::runtime_error("node-shared order: local rank 0 of node '" + group.node +
+                               "' stopped serving before it published epoch " +
+                               std::to_string(epoch) +
+                               "'s permutation: its process is gone (killed, or ended by an "
+                               "error: see its output)");
     }
     if (Clock::now() >= deadline) {
       throw std::runtime_error(

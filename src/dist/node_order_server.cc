@@ -81,6 +81,7 @@ class Server {
       e.fd = std::move(fd);
       e.failed = e.fd.fd < 0;
     }
+    e.fetched.resize(readers_);
     ++e.published;
     e.deadline.reset();
     e.sequence = ++sequence_;
@@ -94,7 +95,7 @@ class Server {
     }
     std::sort(of_instance.begin(), of_instance.end());
     for (size_t i = 0; i + kKeptEpochs < of_instance.size(); ++i) {
-      if (entries_[of_instance[i].second].done(readers_)) entries_.erase(of_instance[i].second);
+      if (entries_[of_instance[i].second].done()) entries_.erase(of_instance[i].second);
     }
   }
 
@@ -108,7 +109,7 @@ class Server {
     for (auto it = entries_.begin(); it != entries_.end();) {
       const bool mine = std::get<0>(it->first) == config && std::get<1>(it->first) == instance;
       if (mine) it->second.deadline = deadline;
-      it = mine && it->second.done(readers_) ? entries_.erase(it) : std::next(it);
+      it = mine && it->second.done() ? entries_.erase(it) : std::next(it);
     }
   }
 
@@ -127,11 +128,17 @@ class Server {
   struct Entry {
     Fd fd;
     bool failed = false;
-    uint64_t served = 0;     // replies with it
+    // Replies with it to each reader (local rank 1 at index 0): a reader that asks again (a
+    // retried or discarded fetch) must not stand in for one that has not asked yet.
+    std::vector<uint64_t> fetched;
     uint64_t published = 0;  // the builder's calls for it
     uint64_t sequence = 0;
     std::optional<Clock::time_point> deadline;  // set once its sampler is destroyed
-    bool done(uint64_t readers) const { return served >= readers * published; }
+    // Every reader fetched it once per publication.
+    bool done() const {
+      return std::all_of(fetched.begin(), fetched.end(),
+                         [&](uint64_t count) { return count >= published; });
+    }
   };
   static Key key(const Request& r) { return Key{r.config, r.instance, r.epoch}; }
 
@@ -197,9 +204,11 @@ class Server {
       c->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
     }
+    if (sendmsg(conn, &message, MSG_NOSIGNAL) != 1 || reply == kNotYet) return;
+    // A reader outside 1 .. readers_ (another configuration of the node) is served, not counted.
+    if (r.reader >= 1 && r.reader <= readers_) ++it->second.fetched[r.reader - 1];
     // Kept after every reader has it: a sampler may ask for the same epoch again (a second pass).
-    if (sendmsg(conn, &message, MSG_NOSIGNAL) == 1 && reply != kNotYet &&
-        (++it->second.served, it->second.done(readers_)) && it->second.deadline) {
+    if (it->second.deadline && it->second.done()) {
       entries_.erase(it);  // its sampler is gone and every reader has it
     }
   }

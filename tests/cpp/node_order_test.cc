@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -373,6 +374,62 @@ TEST(NodeOrder, AForkedBuilderFallsBack) {
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// Issue 28: the server counts each reader once per publication. Reader 1 asking twice for
+// epoch 0 used to count as both readers, so the descriptor was dropped (two newer epochs
+// published) before reader 2 had it, and reader 2 waited for its timeout.
+TEST(NodeOrder, AReaderAskingTwiceDoesNotStandInForAnother) {
+  const OrderOptions options = torch_options(4096);
+  const NodeGroup builder = group_of("twice", 0, 3);
+  NodeGroup first = builder;
+  first.local_rank = 1;
+  NodeGroup second = builder;
+  second.local_rank = 2;
+  second.timeout_seconds = 5;
+  const auto zero = make_node_epoch_order(options, 0, builder);
+  make_node_epoch_order(options, 0, first);
+  make_node_epoch_order(options, 0, first);  // again: a retried or discarded fetch
+  make_node_epoch_order(options, 1, builder);
+  make_node_epoch_order(options, 2, builder);  // epoch 0 goes once every reader has it
+  EXPECT_EQ(all_of(*make_node_epoch_order(options, 0, second)), all_of(*zero));
+}
+
+// Issue 28: local rank 0's process dies (SIGKILL) before it publishes epoch 1. A reader that had
+// epoch 0 from it gets an error naming that at once, not after its 60 s timeout.
+TEST(NodeOrder, AReaderLearnsAtOnceThatLocalRank0IsGone) {
+  const OrderOptions options = torch_options(4096);
+  NodeGroup reader = group_of("gone", 1, 2);
+  reader.timeout_seconds = 60;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    make_node_epoch_order(options, 0, group_of("gone", 0, 2));
+    (void)!write(ready[1], "x", 1);
+    pause();  // killed before it builds epoch 1
+    _exit(0);
+  }
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  EXPECT_EQ(all_of(*make_node_epoch_order(options, 0, reader)),
+            all_of(*make_epoch_order(options, 0)));
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    make_node_epoch_order(options, 1, reader);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("stopped serving before it published epoch 1"),
+              std::string::npos)
+        << e.what();
+  }
+  // Well before the timeout (a loaded machine gets 30 s of slack).
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
 }
 
 TEST(NodeOrder, OtherOrdersAndSingleRankNodesAreLocal) {

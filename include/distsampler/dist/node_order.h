@@ -58,9 +58,11 @@ std::optional<NodeGroup> detect_node_group();  // the process environment
 // Where this is not available (memfd or sockets refused, not enough memory), every rank prints
 // one line to stderr and builds its own permutation: same bits, per-rank memory.
 // Throws std::runtime_error when local rank 0 has not published the epoch within
-// group.timeout_seconds (it died, or runs another configuration); otherwise make_epoch_order's
-// errors. Other orders (feistel, unshuffled) are O(1) and built locally. A waiting rank polls
-// `cancelled` (when given) and throws OrderCancelled once it returns true.
+// group.timeout_seconds (it died before it ever answered this process, or runs another
+// configuration), and at once when its process is gone after having answered this process once;
+// otherwise make_epoch_order's errors. Other orders (feistel, unshuffled) are O(1) and built
+// locally. A waiting rank polls `cancelled` (when given) and throws OrderCancelled once it
+// returns true.
 std::shared_ptr<const EpochOrder> make_node_epoch_order(
     const OrderOptions& options, uint64_t epoch, const NodeGroup& group,
     const std::function<bool()>& cancelled = {});
