@@ -48,6 +48,18 @@ inline constexpr RandpermVariant kLibtorchRandperm =
         ? RandpermVariant::kClassic
         : RandpermVariant::kCurrent;
 
+namespace detail {
+// A UserWarning without libtorch's "(Triggered internally at ...)" suffix: c10::Warning::warn in
+// PyTorch 1.x, c10::warn(Warning) in 2.x (Debian 12 has 1.13, Debian 13 has 2.6).
+inline void warn_verbatim(const c10::SourceLocation& where, const std::string& message) {
+#if TORCH_VERSION_MAJOR >= 2
+  c10::warn(c10::Warning(c10::UserWarning(), where, message, true));
+#else
+  c10::Warning::warn(where, message, true);
+#endif
+}
+}  // namespace detail
+
 // Writes `state` under kStateKey; reads it back, throwing std::invalid_argument that names the
 // problem (missing key, not a 60-byte uint8 tensor, bad checksum, foreign format or algorithm).
 inline void write_state(torch::serialize::OutputArchive& archive, const SamplerState& state);
@@ -263,7 +275,7 @@ inline torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batc
     }
   }
   if (!warning.empty())
-    c10::Warning::warn({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, warning, true);
+    detail::warn_verbatim({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, warning);
   if (out.empty()) return torch::nullopt;
   return out;
 }
