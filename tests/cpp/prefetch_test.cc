@@ -1,4 +1,5 @@
 #include "distsampler/prefetch.h"
+#include "skip_log.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -206,7 +207,8 @@ class GatedBuilder {
 // (kRunning) but not its thread. It builds the epoch itself, prefetches on its own worker, and
 // its sampler is destroyed without joining the parent's thread.
 TEST(Prefetch, AChildForkedWhileABuildRunsBuildsTheEpochItself) {
-  if (kThreadSanitizer) GTEST_SKIP() << "ThreadSanitizer does not let a forked child start threads";
+  if (kThreadSanitizer)
+    DISTSAMPLER_SKIP("ThreadSanitizer does not let a forked child start threads");
   const SamplerOptions options = torch_options(5003, 2, 1);
   const DistributedSampler plain(options);
   const GatedBuilder gate(1);
@@ -227,7 +229,8 @@ TEST(Prefetch, AChildForkedWhileABuildRunsBuildsTheEpochItself) {
 // The same with the build requested but waiting for a release (two orders alive), and the
 // child's sampler destroyed in the child (the parent's worker is neither joined nor detached).
 TEST(Prefetch, AChildForkedWhileABuildIsRequestedBuildsTheEpochItself) {
-  if (kThreadSanitizer) GTEST_SKIP() << "ThreadSanitizer does not let a forked child start threads";
+  if (kThreadSanitizer)
+    DISTSAMPLER_SKIP("ThreadSanitizer does not let a forked child start threads");
   const SamplerOptions options = torch_options(4001, 3, 2);
   const DistributedSampler plain(options);
   auto sampler = std::make_unique<PrefetchingSampler>(options);
