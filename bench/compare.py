@@ -152,38 +152,41 @@ def fmt_n(n):
 
 def emit_feistel_per_isa(emit, v2, kernels_bin):
     """The default order's gather (feistel version 2) per kernel, and the cost of its rounds."""
-    # Level 2 (AVX-512) is left out: FeistelV2::gather runs the AVX2 kernel there until the
-    # AVX-512 one is verified on such a CPU (src/feistel_v2_gather.cc).
-    isas = [("0", "portable (SSE2)"), ("3", "portable built for SSE4.1"), ("1", "AVX2")]
+    # Level 2 is the AVX-512 kernel: an explicit gather(..., level) runs that level's own kernel
+    # (src/feistel_v2_gather.cc), and the dispatch chooses it on AVX-512 CPUs (kAvx512Verified,
+    # src/feistel.cc). A CPU without it skips those benchmarks: "not run".
+    isas = [("0", "portable (SSE2)"), ("3", "portable built for SSE4.1"), ("1", "AVX2"),
+            ("2", "AVX-512")]
     missing = [label for level, label in isas
                if not any(level in cells for cells in v2.values())]
 
     def cell(cells, level):
         return f"{cells[level]:.3f}" if level in cells else "not run"
 
-    def ratio(cells, level):
-        ok = level in cells and "1" in cells
-        return f"{cells[level] / cells['1']:.1f}x" if ok else "-"
+    def ratio(cells, level, over="1"):
+        ok = level in cells and over in cells
+        return f"{cells[level] / cells[over]:.1f}x" if ok else "-"
 
     emit("### Feistel version 2, the default order, per instruction set")
     emit()
     emit(f"`{os.path.basename(kernels_bin)} --benchmark_filter=BM_FeistelGatherV2/`: ns per index "
          "of `gather` (one window of 65,536 positions per call), per kernel; each kernel gives the "
-         "same bits (feistel_v2_test). The CPU's best is picked at run time: AVX2, else the "
-         "portable code built for SSE4.1, else for SSE2 (x86-64's baseline; other architectures "
-         "build the portable code for theirs). CPUs with AVX-512 run the AVX2 kernel: the "
-         "AVX-512 one is compiled but not used until it is checked against `operator()` on such "
-         "a CPU (src/feistel_v2_gather.cc). The last columns are the portable builds' time over "
-         "AVX2's." + (f" Not run: {', '.join(missing)} (this CPU lacks it)." if missing else ""))
+         "same bits (feistel_v2_test). The CPU's best is picked at run time: AVX-512 (with F, VL, "
+         "BW and DQ; its kernels matched `operator()` on an AVX-512 CPU, "
+         "scripts/device_check_avx512.sh), else AVX2, else the portable code built for SSE4.1, "
+         "else for SSE2 (x86-64's baseline; other architectures build the portable code for "
+         "theirs). The last columns are the portable builds' time over AVX2's, and AVX2's over "
+         "AVX-512's." +
+         (f" Not run: {', '.join(missing)} (this CPU lacks it)." if missing else ""))
     emit()
     emit("| n, stride | " + " | ".join(label for _, label in isas) +
-         " | SSE2 / AVX2 | SSE4.1 / AVX2 |")
-    emit("|---|" + "---|" * (len(isas) + 2))
+         " | SSE2 / AVX2 | SSE4.1 / AVX2 | AVX2 / AVX-512 |")
+    emit("|---|" + "---|" * (len(isas) + 3))
     for key in sorted((k for k in v2 if isinstance(k, tuple)), key=lambda k: (k[1], k[0])):
         cells = v2[key]
         emit(f"| {fmt_n(key[0])}, {key[1]} | " +
              " | ".join(cell(cells, level) for level, _ in isas) +
-             f" | {ratio(cells, '0')} | {ratio(cells, '3')} |")
+             f" | {ratio(cells, '0')} | {ratio(cells, '3')} | {ratio(cells, '1', '2')} |")
     emit()
     emit("The cost of a round (`BM_FeistelGatherV2Rounds`: n = 10^8, stride 1, ns per index; "
          "8 rounds is the default, twice the most that any statistic of docs/quality.md breaks):")

@@ -3,11 +3,12 @@
 # SSE4.1, AVX2, AVX-512) against the scalar operator(), for a machine that has AVX-512 (issue 28).
 #
 # Why: the dispatch (detail::select_simd_level, src/feistel.cc) chooses a kernel only once it has
-# run and matched operator() on a CPU with its instruction set. The AVX-512 kernels are compiled
-# and runnable by name, but not chosen: AVX-512 CPUs take AVX2 until this script has passed on an
-# AVX-512 machine. Then, and only then: set kAvx512Verified to true in src/feistel.cc, name the
-# machine (the CPU and compiler lines printed below) in CHANGELOG.md, and turn
-# Feistel.DispatchNeverChoosesAnUnverifiedKernel's AVX-512 expectation to kAvx512.
+# run and matched operator() on a CPU with its instruction set. The AVX-512 kernels passed this
+# check on an AVX-512 machine (the CPU and compiler are named at kAvx512Verified in
+# src/feistel.cc and in CHANGELOG.md), so the dispatch chooses them on AVX-512 CPUs. Run it again
+# on a new CPU or compiler. On a MISMATCH of an avx512 kernel: set kAvx512Verified back to false
+# (AVX-512 CPUs then take AVX2), turn Feistel.DispatchChoosesAvx512OnlyWithEveryFeature's
+# expectation for the full set to kAvx2, and record the CPU, compiler and MISMATCH lines.
 #
 # Usage, from anywhere, on any Linux machine with a C++17 compiler (g++ or clang++; CXX to pick
 # one). Nothing else: no cmake, no gtest, no network. It builds the checker
@@ -92,7 +93,8 @@ rc=0
 
 echo "== verdict"
 if ((rc != 0)); then
-  echo "FAIL (exit $rc): keep the dispatch as it is and report the MISMATCH lines above"
+  echo "FAIL (exit $rc): report the MISMATCH lines above; an avx512 one among them means"
+  echo "kAvx512Verified in src/feistel.cc goes back to false (the comment there says the rest)"
   exit "$rc"
 fi
 matched=$(grep -cE '^v[12] +avx512 +match ' "$work/check.txt" || true)
@@ -101,9 +103,9 @@ if [[ "$has_avx512" == yes && "$matched" != 2 ]]; then
   exit 3
 fi
 if [[ "$matched" == 2 ]]; then
-  echo "AVX-512 machine, every kernel matched: the AVX-512 kernels may now be enabled in the"
-  echo "dispatch (kAvx512Verified in src/feistel.cc; record the cpu and compiler lines above)."
+  echo "AVX-512 machine, every kernel matched: the dispatch's choice of the AVX-512 kernels"
+  echo "(kAvx512Verified in src/feistel.cc) holds on this CPU and compiler too."
 else
-  echo "AVX-512: not available on this CPU; the other kernels matched. Run this again on an"
-  echo "AVX-512 machine before enabling the AVX-512 kernels in the dispatch."
+  echo "AVX-512: not available on this CPU; the other kernels matched. The AVX-512 kernels are"
+  echo "checked only on an AVX-512 machine."
 fi

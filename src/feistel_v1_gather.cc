@@ -10,8 +10,8 @@
 // One source, one kernel per instruction set: the kernel is a force-inlined template instantiated
 // in functions carrying GCC/Clang target attributes (AVX2, AVX-512), each with its own compaction
 // (CompactAvx2, CompactAvx512); other compilers or architectures get the portable instantiation.
-// The AVX-512 one has not yet run on an AVX-512 CPU, so the dispatch does not choose it
-// (kAvx512Verified, src/feistel.cc).
+// The AVX-512 one has matched operator() on an AVX-512 CPU (scripts/device_check_avx512.sh), so
+// the dispatch chooses it there (kAvx512Verified, src/feistel.cc).
 // Every kernel runs the same integer operations in the same order, so all give the bits of the
 // scalar operator(); feistel_test compares each with it.
 #include <algorithm>

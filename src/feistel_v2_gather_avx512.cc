@@ -4,9 +4,9 @@
 // the output unpacks (left << s) | right into 64-bit values. A step whose largest left part
 // reaches walk_bound goes through fix_step.
 //
-// Not chosen by the dispatch until it has run against operator() on an AVX-512 CPU (the rule:
+// Chosen by the dispatch on AVX-512 CPUs since it matched operator() on one (the rule:
 // kAvx512Verified in src/feistel.cc; the check: scripts/device_check_avx512.sh); an explicit
-// gather(..., SimdLevel::kAvx512) runs it. Compiled with a target attribute, so the build stays
+// gather(..., SimdLevel::kAvx512) runs it too. Compiled with a target attribute, so the build stays
 // baseline.
 #include "feistel_v2_gather.h"
 

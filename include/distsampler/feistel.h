@@ -42,8 +42,9 @@ bool cpu_runs(SimdLevel level, const CpuFeatures& features);
 // cpu_features()). What the explicit gather(..., level) accepts.
 bool simd_level_supported(SimdLevel level);
 // Whether the dispatch may choose `level`: its kernels (both versions') have run and matched
-// operator() on a CPU that has the instruction set. AVX-512: not yet (src/feistel.cc says why and
-// how to enable it after scripts/device_check_avx512.sh has passed on an AVX-512 machine).
+// operator() on a CPU that has the instruction set. Every level is; AVX-512 since
+// scripts/device_check_avx512.sh passed on an AVX-512 machine (src/feistel.cc: where, and what to
+// do on a mismatch).
 bool simd_level_verified(SimdLevel level);
 // The level gather(first, stride, count, out) runs on a CPU with `features`: the fastest one that
 // CPU runs and that is verified. A pure function, the one place the dispatch is decided.

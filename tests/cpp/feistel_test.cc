@@ -173,48 +173,63 @@ TEST(Feistel, BestSimdLevelIsSupported) {
 }
 
 // The dispatch is select_simd_level, a pure function of the CPU's features: the fastest kernel
-// the CPU runs among those verified on hardware. AVX-512's are not yet (issue 28; kAvx512Verified
-// in src/feistel.cc), so a CPU with every AVX-512 feature gets AVX2. When
-// scripts/device_check_avx512.sh has passed on an AVX-512 machine and kAvx512Verified is set,
-// the AVX-512 expectations below become true and kAvx512.
-TEST(Feistel, DispatchNeverChoosesAnUnverifiedKernel) {
+// the CPU runs among those verified on hardware. Every level is verified (AVX-512 since
+// scripts/device_check_avx512.sh passed on an AVX-512 machine: kAvx512Verified in src/feistel.cc),
+// so a CPU with AVX2 and every AVX-512 feature the kernels use (F, VL, BW, DQ) gets AVX-512, and
+// one missing any of them gets AVX2: the kernels' VL, BW and DQ instructions would fault there.
+TEST(Feistel, DispatchChoosesAvx512OnlyWithEveryFeature) {
   using detail::SimdLevel;
-  detail::CpuFeatures none, sse41, avx2, avx512, avx512_partial;
+  detail::CpuFeatures none, sse41, avx2, avx512;
   sse41.sse41 = true;
   avx2 = sse41;
   avx2.avx2 = true;
   avx512 = avx2;
   avx512.avx512f = avx512.avx512vl = avx512.avx512bw = avx512.avx512dq = true;
-  avx512_partial = avx2;
-  avx512_partial.avx512f = true;  // AVX-512 F alone: the kernels also need VL, BW and DQ
   EXPECT_EQ(detail::select_simd_level(none), SimdLevel::kPortable);
   if (!detail::cpu_runs(SimdLevel::kAvx2, avx2)) {
     DISTSAMPLER_SKIP("this build has no x86 kernels: every CPU runs the portable kernel");
   }
-  EXPECT_TRUE(detail::cpu_runs(SimdLevel::kAvx512, avx512));
-  EXPECT_FALSE(detail::cpu_runs(SimdLevel::kAvx512, avx512_partial));
+  for (SimdLevel level : detail::kSimdLevels) {
+    EXPECT_TRUE(detail::simd_level_verified(level)) << detail::simd_level_name(level);
+  }
   EXPECT_EQ(detail::select_simd_level(sse41), SimdLevel::kSse41);
   EXPECT_EQ(detail::select_simd_level(avx2), SimdLevel::kAvx2);
-  EXPECT_EQ(detail::select_simd_level(avx512_partial), SimdLevel::kAvx2);
-  // Today's rule: AVX-512 is compiled, runnable by name, and never chosen.
-  EXPECT_FALSE(detail::simd_level_verified(SimdLevel::kAvx512));
-  EXPECT_EQ(detail::select_simd_level(avx512), SimdLevel::kAvx2);
-  for (SimdLevel level : detail::kSimdLevels) {
-    if (level != SimdLevel::kAvx512) {
-      EXPECT_TRUE(detail::simd_level_verified(level)) << detail::simd_level_name(level);
-    }
+  EXPECT_TRUE(detail::cpu_runs(SimdLevel::kAvx512, avx512));
+  EXPECT_EQ(detail::select_simd_level(avx512), SimdLevel::kAvx512);
+  // Every partial set: AVX-512 F alone, and the full set less any one feature (AVX2 included).
+  detail::CpuFeatures f_only = avx2;
+  f_only.avx512f = true;
+  EXPECT_FALSE(detail::cpu_runs(SimdLevel::kAvx512, f_only));
+  EXPECT_EQ(detail::select_simd_level(f_only), SimdLevel::kAvx2) << "avx512f alone";
+  struct Missing {
+    const char* name;
+    bool detail::CpuFeatures::*feature;
+  };
+  for (const Missing& m : {Missing{"avx512f", &detail::CpuFeatures::avx512f},
+                           Missing{"avx512vl", &detail::CpuFeatures::avx512vl},
+                           Missing{"avx512bw", &detail::CpuFeatures::avx512bw},
+                           Missing{"avx512dq", &detail::CpuFeatures::avx512dq}}) {
+    detail::CpuFeatures partial = avx512;
+    partial.*m.feature = false;
+    EXPECT_FALSE(detail::cpu_runs(SimdLevel::kAvx512, partial)) << "without " << m.name;
+    EXPECT_EQ(detail::select_simd_level(partial), SimdLevel::kAvx2) << "without " << m.name;
   }
+  detail::CpuFeatures no_avx2 = avx512;
+  no_avx2.avx2 = false;
+  EXPECT_FALSE(detail::cpu_runs(SimdLevel::kAvx512, no_avx2));
+  EXPECT_EQ(detail::select_simd_level(no_avx2), SimdLevel::kSse41) << "AVX-512 without AVX2";
 }
 
-// On this CPU: what the dispatch chooses is select_simd_level of the detected features, a level
-// the CPU runs, and never AVX-512 (unverified), whatever the CPU.
+// On this CPU: what the dispatch chooses is select_simd_level of the detected features, the
+// fastest level the CPU runs (AVX-512 with F, VL, BW and DQ, else AVX2, else SSE4.1, else the
+// portable kernel).
 TEST(Feistel, DispatchOnThisCpu) {
   using detail::SimdLevel;
   const detail::CpuFeatures f = detail::cpu_features();
   const SimdLevel chosen = detail::best_simd_level();
   EXPECT_EQ(chosen, detail::select_simd_level(f));
-  EXPECT_NE(chosen, SimdLevel::kAvx512);
-  const SimdLevel expected = detail::cpu_runs(SimdLevel::kAvx2, f)    ? SimdLevel::kAvx2
+  const SimdLevel expected = detail::cpu_runs(SimdLevel::kAvx512, f)  ? SimdLevel::kAvx512
+                             : detail::cpu_runs(SimdLevel::kAvx2, f)  ? SimdLevel::kAvx2
                              : detail::cpu_runs(SimdLevel::kSse41, f) ? SimdLevel::kSse41
                                                                       : SimdLevel::kPortable;
   EXPECT_EQ(chosen, expected) << detail::simd_level_name(chosen);
