@@ -82,17 +82,21 @@ def streaming_shuffle():
 
 
 def machine():
-    """The CPU, its count and the load when the run started: the numbers vary with the load."""
-    model = "?"
+    """The CPU, its count, whether it reports a hypervisor, and the load when the run started:
+    the numbers vary with the load."""
+    model, flags = "?", []
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
+            if line.startswith("model name") and model == "?":
                 model = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("flags") and not flags:
+                flags = line.split(":", 1)[1].split()
+    kind = ("a virtual machine (the CPU reports a hypervisor)" if "hypervisor" in flags
+            else "no hypervisor reported")
     load = os.getloadavg()[0]
-    return (f"{model}, {os.cpu_count()} CPUs, load average {load:.1f} at the start (a shared "
-            "machine: other jobs ran at the same time, so single numbers can be off by tens of "
-            "percent or more, the ratios less)")
+    return (f"{model}, {os.cpu_count()} CPUs, {kind}, load average {load:.1f} at the start "
+            "(other jobs may run at the same time, so single numbers move between runs, the "
+            "ratios less)")
 
 
 class Items:
@@ -319,6 +323,7 @@ def main():
     emit()
     emit("| n | sampler | state_dict() | load_state_dict + first batch | vs PyTorch (resume) |")
     emit("|---|---|---|---|---|")
+    saves = []
     for n in sizes_n:
         base = None
         for label, make in (
@@ -333,6 +338,7 @@ def main():
             for _ in range(len(loader) // 2):
                 next(iterator)
             save_s, state = median_seconds(loader.state_dict, repeats=5)
+            saves.append(save_s)
             expected = next(iterator)
             del iterator
 
@@ -367,8 +373,8 @@ def main():
          "resume, draws and drops that many (`_BatchSamplerIterator.load_state_dict`: the "
          "permutation rebuilt plus one Python `next` per sample read); our samplers are "
          "`Stateful` (epoch, position and a configuration fingerprint): the torch order rebuilds "
-         "only the permutation, the feistel order nothing. `state_dict()` costs about a tenth of "
-         "a millisecond either way.")
+         "only the permutation, the feistel order nothing. `state_dict()` costs at most "
+         f"{fmt_s(max(saves))} in every row of the table.")
     emit()
     emit(f"Whole peers run: {time.time() - started:.0f} s.")
 
