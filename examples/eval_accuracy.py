@@ -33,6 +33,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler as TorchSampler
 
+from distsampler.launch import destroy_distributed
 from distsampler.policies import DistributedEvalSampler, MaskedDataset
 
 import fashion_mnist_ddp  # examples/, beside this script
@@ -84,13 +85,6 @@ def report(variant, correct, count, steps):
               f"steps={steps[0]}..{steps[1]}")
 
 
-# The tensors given to collectives, kept until the group is destroyed: in a PyTorch without pull
-# request 154976 (2025), destroy_process_group joins gloo's threads holding the GIL, and a thread
-# that drops the last reference to a tensor Python made waits for the GIL: a deadlock, seen on
-# Debian 13's torch 2.6 when the last all_reduce had just returned.
-_COLLECTIVE_TENSORS = []
-
-
 def distributed(variant, model, loader, masked=False):
     correct, count, steps = counts(model, loader, masked)
     totals = torch.tensor([correct, count], dtype=torch.int64)
@@ -98,7 +92,6 @@ def distributed(variant, model, loader, masked=False):
     fewest, most = torch.tensor([steps]), torch.tensor([steps])
     dist.all_reduce(fewest, op=dist.ReduceOp.MIN)
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
-    _COLLECTIVE_TENSORS.extend([totals, fewest, most])
     report(variant, int(totals[0]), int(totals[1]), (int(fewest), int(most)))
 
 
@@ -127,7 +120,7 @@ def main():
     padded = TorchSampler(test, shuffle=False)
     distributed("torch-padded", model,
                 DataLoader(test, batch_size=args.batch_size, sampler=padded))
-    dist.destroy_process_group()
+    destroy_distributed()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler as TorchSampler
 
+from distsampler.launch import destroy_distributed
 from distsampler.torch import DistributedSampler
 
 SIZE, BATCH, EPOCHS = 16, 2, 2
@@ -71,7 +72,7 @@ def main():
         if dist.get_rank() == 0:
             for warning in caught:
                 say(f"exp1 warning: {variant} {warning.category.__name__}: {warning.message}")
-    dist.destroy_process_group()
+    destroy_distributed()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
+from distsampler.launch import destroy_distributed
 from distsampler.torch import DistributedSampler
 
 SIZE, BATCH, EPOCHS = 8, 4, 2
@@ -66,7 +67,7 @@ def main():
     sampler = DistributedSampler(dataset)
     run("distsampler", DataLoader(dataset, batch_size=BATCH, sampler=sampler), sampler)
     run("shuffle", DataLoader(dataset, batch_size=BATCH, shuffle=True), None)
-    dist.destroy_process_group()
+    destroy_distributed()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler as TorchSampler
 
+from distsampler.launch import destroy_distributed
 from distsampler.torch import DistributedSampler
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
@@ -148,7 +149,7 @@ def main():
             print(f"fashion-mnist {variant}: steps={steps} test_accuracy={accuracy:.4f} "
                   f"seconds={seconds:.1f} epoch_to_epoch_loss_correlation={r:.3f}")
         print(f"fashion-mnist: wrote {args.out}/fashion_mnist_loss.csv and .png")
-    dist.destroy_process_group()
+    destroy_distributed()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
+from distsampler.launch import destroy_distributed
 from distsampler.torch import ConfigurationMismatch, DistributedSampler
 
 
@@ -119,7 +120,7 @@ def main():
                                  for line in str(error).splitlines()))
         sys.stderr.flush()
         code = 1
-    dist.destroy_process_group()
+    destroy_distributed()
     return code
 
 

@@ -49,6 +49,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import ConcatDataset, Dataset
 
 from distsampler.data import DataLoader
+from distsampler.launch import destroy_distributed
 from distsampler.policies import (BlendedDistributedSampler, BucketedBatchSampler,
                                   WeightedDistributedSampler)
 from distsampler.torch import CheckpointMismatch, ConfigurationMismatch, DistributedSampler
@@ -254,7 +255,7 @@ def main():
                                  for line in str(error).splitlines()))
         sys.stderr.flush()
         code = 1
-    dist.destroy_process_group()
+    destroy_distributed()
     return code
 
 

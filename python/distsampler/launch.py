@@ -20,7 +20,8 @@
   ``RuntimeError`` in one line.
 
 ``backend`` defaults to ``"nccl"`` when CUDA is available, else ``"gloo"``; other keyword
-arguments go to ``torch.distributed.init_process_group``.
+arguments go to ``torch.distributed.init_process_group``. ``destroy_distributed()`` ends the
+group at the end of the program (a barrier, then ``destroy_process_group``; see its docstring).
 """
 import os
 import re
@@ -28,7 +29,8 @@ import shutil
 import subprocess
 from typing import Mapping, NamedTuple, Optional
 
-__all__ = ["Launch", "init_distributed", "slurm_environment", "first_host"]
+__all__ = ["Launch", "init_distributed", "destroy_distributed", "slurm_environment",
+           "first_host"]
 
 # MASTER_PORT under SLURM: a port in [_PORT_BASE, _PORT_BASE + _PORT_SPAN), below Linux's
 # ephemeral range (32768 on), from the job and step ids.
@@ -168,3 +170,20 @@ def init_distributed(backend: Optional[str] = None, **kwargs) -> Launch:
     local = env.get("LOCAL_RANK")
     return Launch(dist.get_rank(), dist.get_world_size(),
                   int(local) if local is not None else None)
+
+
+def destroy_distributed() -> None:
+    """``torch.distributed.destroy_process_group()`` after a barrier; nothing without a group.
+
+    A gloo group's destructor joins gloo's threads holding the GIL in a PyTorch without pull
+    request 154976 (2025), Debian 13's 2.6 among them. A thread still dropping the last reference
+    to a tensor Python made (the last collective's, just returned to Python) waits for the GIL
+    there, and the process hangs in destroy_process_group (seen in examples/ under torchrun on
+    Debian 13). The barrier waits with the GIL released, so those threads are done with what they
+    held before the group goes; on other PyTorch versions it costs one barrier."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    dist.barrier()
+    dist.destroy_process_group()

@@ -30,6 +30,7 @@ def worker(out_dir):
     import numpy as np
     import torch.distributed as dist
     from distsampler import _core
+    from distsampler.launch import destroy_distributed
     from distsampler.torch import DistributedSampler
 
     dist.init_process_group("gloo")
@@ -52,7 +53,7 @@ def worker(out_dir):
     with open(os.path.join(out_dir, f"rank{dist.get_rank()}.json"), "w") as f:
         json.dump(report, f)
     dist.barrier()
-    dist.destroy_process_group()
+    destroy_distributed()
 
 
 def crash(out_dir):

@@ -102,10 +102,12 @@ model = torch.nn.Linear(1, 1)
 # What a script whose prelude is NAME ends with. A gloo process group left alive at exit can
 # abort the process ("terminate called without an active exception": pytorch/pytorch#190489);
 # PyTorch's documentation has every trainer call destroy_process_group at the end of main, as
-# the examples here do. One README block failed that way, once in several full runs.
+# the examples here do (through distsampler.launch.destroy_distributed, which waits in a barrier
+# first: Debian 13's torch 2.6 can hang in it otherwise). One README block failed that way, once
+# in several full runs.
 EPILOGUES = {
-    "ddp": "\ndist.destroy_process_group()\n",
-    "ddp-checkpoint": "\ndist.destroy_process_group()\n",
+    "ddp": "\nfrom distsampler.launch import destroy_distributed\ndestroy_distributed()\n",
+    "ddp-checkpoint": "\nfrom distsampler.launch import destroy_distributed\ndestroy_distributed()\n",
 }
 
 # C++ preludes (cpp prelude=NAME): includes, the body before the snippet, the libraries to link.

@@ -134,3 +134,17 @@ def test_no_launcher_is_refused(clean_env):
     with pytest.raises(RuntimeError, match="without SLURM_STEP_ID"):
         launch.init_distributed("gloo")
     assert not dist.is_initialized()
+
+
+def test_destroy_distributed_ends_the_group_and_is_a_no_op_without_one(clean_env):
+    launch.destroy_distributed()  # no group: nothing
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}.items():
+        clean_env.setenv(name, value)
+    launch.init_distributed("gloo")
+    total = torch.ones(1)
+    dist.all_reduce(total)
+    del total  # the last reference to a collective's tensor, as the examples drop theirs
+    launch.destroy_distributed()
+    assert not dist.is_initialized()
+    launch.destroy_distributed()
