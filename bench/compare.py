@@ -231,8 +231,8 @@ def machine(torch2_python=None):
         line += f" and {torch_version(torch2_python)} ({shown}, the package index's)"
     kind = ("A virtual machine (the CPU reports a hypervisor)" if "hypervisor" in flags
             else "No hypervisor reported")
-    return (f"{line}. {kind}: other jobs may run at the same time, so single numbers can be "
-            "off by tens of percent; the ratios are what matters")
+    return (f"{line}. {kind}: other jobs may run at the same time, so single numbers can "
+            "be off; the ratios, each against a baseline of the same run, are what matters")
 
 
 def main():
@@ -498,7 +498,7 @@ def main():
     emit()
     loader_bin = os.path.join(bin_dir, "loader_throughput")
     if os.path.exists(loader_bin):
-        emit("`bench/loader/loader_compare.py` (what it measures, and earlier runs: "
+        emit("`bench/loader/loader_compare.py` (what it measures: "
              "[loader.md](loader.md#throughput-against-pytorch-benchloader)); its output:")
         emit()
         out = subprocess.run([py, os.path.join(os.path.dirname(__file__), "loader",
