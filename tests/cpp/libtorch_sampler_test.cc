@@ -124,13 +124,23 @@ Indices libtorch_epoch(size_t n, size_t w, size_t r, size_t epoch, bool allow_du
   return flat(read_pass(s, 1000));
 }
 
-// Collects c10 warnings (the auto_epoch notice).
+// Collects c10 warnings (the auto_epoch notice). The handler's interface changed in PyTorch 2
+// (process(const Warning&), the guard in c10::WarningUtils); Debian 12 has 1.13, Debian 13 2.6.
 struct WarningCollector : c10::WarningHandler {
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& warning) override { messages.push_back(warning.msg()); }
+#else
   void process(const c10::SourceLocation&, const std::string& msg, bool) override {
     messages.push_back(msg);
   }
+#endif
   std::vector<std::string> messages;
 };
+#if TORCH_VERSION_MAJOR >= 2
+using WarningHandlerGuard = c10::WarningUtils::WarningHandlerGuard;
+#else
+using WarningHandlerGuard = c10::Warning::WarningHandlerGuard;
+#endif
 
 // ---- (a) PyTorch's indices, from PyTorch itself --------------------------------------------
 
@@ -299,7 +309,7 @@ TEST(LibtorchSampler, SetEpochSurvivesMakeDataLoader) {
 TEST(LibtorchSampler, ForgottenSetEpochReplaysByDefaultAndAdvancesWithAutoEpoch) {
   const size_t n = 40, w = 2, r = 0, bs = 5;
   WarningCollector warnings;
-  c10::Warning::WarningHandlerGuard guard(&warnings);
+  WarningHandlerGuard guard(&warnings);
   for (size_t workers : {0, 2}) {
     warnings.messages.clear();
     DistributedSampler sampler(n, w, r, true, 0, false, /*auto_epoch=*/true);
@@ -373,7 +383,7 @@ void from_bytes(DistributedSampler& sampler, const std::string& bytes) {
 TEST(LibtorchSampler, SaveLoadResumesOnAnotherWorldSize) {
   const uint64_t n = 103, bs = 5, epoch = 2, taken_batches = 4;
   WarningCollector warnings;  // the pass after the reloaded complete epoch advances by itself
-  c10::Warning::WarningHandlerGuard guard(&warnings);
+  WarningHandlerGuard guard(&warnings);
   std::vector<std::string> saved;
   std::map<uint64_t, int> reads;  // index -> reads at real global positions
   for (uint64_t r = 0; r < 4; ++r) {
