@@ -76,15 +76,23 @@ def units(batches, is_batch):
     return flat(batches)
 
 
+# torchdata 0.11 needs torch 2: on an older torch (Debian 12's 1.13) the torchdata cases are not
+# generated, and test_the_torchdata_cases_run_on_torch_2 says so once; on torch 2 torchdata is a
+# dependency of the suite (requirements/torch2.txt pins it): missing or broken, it fails.
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+TORCHDATA = ["torchdata"] if TORCH2 else []
+
+
 def torchdata_stateful():
-    """torchdata.stateful_dataloader: a dependency of the suite on torch 2 (requirements/torch2.txt
-    pins it), so missing or broken there it fails; torchdata 0.11 needs torch 2, so on an older
-    torch (Debian 12's 1.13) the torchdata cases are skipped, saying so."""
-    if int(torch.__version__.split(".")[0]) < 2:
-        pytest.skip(f"torchdata's StatefulDataLoader needs torch >= 2; this is {torch.__version__} "
-                    "(the _torch2 entries run these cases)")
     import torchdata.stateful_dataloader
     return torchdata.stateful_dataloader
+
+
+def test_the_torchdata_cases_run_on_torch_2():
+    if not TORCH2:
+        pytest.skip(f"torchdata's StatefulDataLoader needs torch >= 2; this is {torch.__version__}: "
+                    "this file's torchdata cases run in the _torch2 entries only")
+    assert hasattr(torchdata_stateful(), "StatefulDataLoader")
 
 
 def stateful_loader(kind, name, sampler, **kwargs):
@@ -101,7 +109,7 @@ def stateful_loader(kind, name, sampler, **kwargs):
 # Six trials for ours, three for torchdata's loader (they suffice there).
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 @pytest.mark.parametrize("kind, trial", [("distsampler", t) for t in range(6)] +
-                                        [("torchdata", t) for t in range(3)])
+                                        [(kind, t) for kind in TORCHDATA for t in range(3)])
 def test_a_loader_checkpoint_with_workers_resumes_exactly_on_another_world_size(kind, name,
                                                                                 trial):
     """W ranks, each a DataLoader with 2 workers and prefetch 2, stop after k batches; the
@@ -250,7 +258,7 @@ def test_len_after_a_resume_is_a_whole_pass_as_pytorchs_and_torchdatas():
 
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
-@pytest.mark.parametrize("kind", ["distsampler", "torchdata"])
+@pytest.mark.parametrize("kind", ["distsampler"] + TORCHDATA)
 def test_a_checkpoint_taken_after_the_epoch_ended_resumes_at_the_next_epoch(kind, name,
                                                                               workers):
     """A checkpoint taken after epoch e's last batch, then set_epoch(e + 1) and a loop: epoch
@@ -625,6 +633,7 @@ def test_a_loader_resumed_in_the_middle_of_an_epoch_with_persistent_workers_then
         assert (head + got if epoch == 0 else got) == list(torch_sampler)
 
 
+@pytest.mark.skipif(not TORCH2, reason="torchdata's StatefulDataLoader needs torch >= 2")
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torchdatas_loader_resumes_the_iterable_adapter_per_worker(workers):
     """torchdata's StatefulDataLoader keeps each worker's iterator state: the adapter's iterator
