@@ -37,14 +37,17 @@ def kill_and_resume(train, cli, rng, order, drop_last, work):
 def mismatch(train, work):
     base = [train, "--size", "300", "--log-dir", work, "--checkpoint", os.path.join(work, "c")]
     # One mpirun, four ranks; rank 1 started with another seed (MPMD syntax: per-rank arguments).
-    # --output-filename: each rank's stderr in its own file (mpirun interleaves the streams).
+    # Each rank's stderr in its own file (mpirun interleaves the streams), by a shell around it:
+    # mpirun's --output-filename writes nothing in Open MPI 5.0.7 (Debian 13: PMIX_ERR_EXISTS).
     outdir = os.path.join(work, "out")
-    cmd = (MPIRUN + ["--output-filename", outdir, "-np", "1"] + base + ["--seed", "0", ":", "-np", "1"] + base +
-           ["--seed", "7", ":", "-np", "2"] + base + ["--seed", "0"])
+    os.mkdir(outdir)
+    each = ["sh", "-c", 'exec "$@" 2>"$0/rank.$OMPI_COMM_WORLD_RANK"', outdir]
+    cmd = (MPIRUN + ["-np", "1"] + each + base + ["--seed", "0", ":", "-np", "1"] + each + base +
+           ["--seed", "7", ":", "-np", "2"] + each + base + ["--seed", "0"])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0, r.stdout + r.stderr
     for rank in range(4):
-        path = os.path.join(outdir, "1", f"rank.{rank}", "stderr")
+        path = os.path.join(outdir, f"rank.{rank}")
         with open(path) as f:
             err = f.read()
         expected = (f"rank {rank}: error: the sampler configuration differs across ranks, "
