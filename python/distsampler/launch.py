@@ -29,8 +29,8 @@ import shutil
 import subprocess
 from typing import Mapping, NamedTuple, Optional
 
-__all__ = ["Launch", "init_distributed", "destroy_distributed", "slurm_environment",
-           "first_host"]
+__all__ = ["Launch", "init_distributed", "destroy_distributed", "libuv_available",
+           "slurm_environment", "first_host"]
 
 # MASTER_PORT under SLURM: a port in [_PORT_BASE, _PORT_BASE + _PORT_SPAN), below Linux's
 # ephemeral range (32768 on), from the job and step ids.
@@ -166,6 +166,10 @@ def init_distributed(backend: Optional[str] = None, **kwargs) -> Launch:
         env.update(found)
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if not libuv_available():
+        # A torch built without libuv (Debian 13's 2.6) refuses env://'s default store unless
+        # told; USE_LIBUV is what env:// reads.
+        env.setdefault("USE_LIBUV", "0")
     dist.init_process_group(backend, init_method="env://", **kwargs)
     local = env.get("LOCAL_RANK")
     return Launch(dist.get_rank(), dist.get_world_size(),
@@ -187,3 +191,21 @@ def destroy_distributed() -> None:
         return
     dist.barrier()
     dist.destroy_process_group()
+
+def libuv_available() -> bool:
+    """Whether this torch's TCPStore takes the libuv backend (the default of torchrun's stores and
+    of init_process_group's from torch 2.4 on): a server on a free loopback port, at once closed.
+    False on a build without libuv (Debian 13's python3-torch 2.6); True before torch 2.2, whose
+    TCPStore has no libuv backend to ask for."""
+    import torch.distributed as dist
+
+    try:
+        store = dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True, wait_for_workers=False)
+    except TypeError:
+        return True
+    except RuntimeError as error:
+        if "libuv" not in str(error):
+            raise
+        return False
+    del store
+    return True

@@ -14,23 +14,9 @@ hosts its own store on rank 0 with ``USE_LIBUV=0`` instead of joining the agent'
 import os
 import sys
 
-__all__ = ["libuv_available", "main"]
+from .launch import libuv_available
 
-
-def libuv_available() -> bool:
-    """Whether this torch's TCPStore takes the libuv backend: a server on a free loopback port."""
-    import torch.distributed as dist
-
-    try:
-        store = dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True, wait_for_workers=False)
-    except TypeError:  # a torch before 2.2, whose TCPStore has no libuv backend to ask for
-        return True
-    except RuntimeError as error:
-        if "libuv" not in str(error):
-            raise
-        return False
-    del store
-    return True
+__all__ = ["main"]
 
 
 def _classic_tcp_store():

@@ -63,7 +63,7 @@ def test_torchrun_with_classic_stores_runs_a_job(rendezvous):
 
 def test_plain_launch_is_torchrun():
     """Where libuv works and nothing is asked, the launch is torch.distributed.run's own."""
-    from distsampler.torchrun import libuv_available
+    from distsampler.launch import libuv_available
 
     if not libuv_available():
         pytest.skip(f"torch {torch.__version__} has no libuv: the classic path is the plain one")
