@@ -175,14 +175,21 @@ mpi_run() {  # mpi_run TAG LAUNCHER...
   "$@" "$build/bin/mpi_node_order" >"$W/out/$tag.node.log" 2>&1 && grep -q "^ok:" "$W/out/$tag.node.log" ||
     { problem "$* mpi_node_order"; tail -n 20 "$W/out/$tag.node.log"; }
 }
-if [[ $(srun --mpi=list 2>&1) == *pmix* ]]; then
-  mpi_run pmix1 srun --mpi=pmix -n 4
-  mpi_run pmix2 srun --mpi=pmix -N 2 -n 4
-else
+# The probe: MPI_Init and MPI_Finalize on 2 ranks (mpi_checkpoint --help). Debian 13's SLURM 24.11
+# and Open MPI 5.0.7 fail it (MPI_Init: PMIX_ERR_UNPACK_READ_PAST_END_OF_BUFFER), which is theirs.
+if [[ $(srun --mpi=list 2>&1) != *pmix* ]]; then
   skipped "srun --mpi=pmix (this SLURM has no PMIx plugin: $(srun --mpi=list 2>&1 | tr '\n' ' '));" \
     "MPI only through salloc + mpirun"
+elif ! probe=$(srun --mpi=pmix -n 2 "$build/bin/mpi_checkpoint" --help 2>&1 >/dev/null); then
+  skipped "srun --mpi=pmix (this SLURM's PMIx plugin cannot start this Open MPI's ranks:" \
+    "$(printf '%s\n' "$probe" | grep -m1 -i 'error' | cut -c1-160));" \
+    "MPI only through salloc + mpirun"
+else
+  mpi_run pmix1 srun --mpi=pmix -n 4
+  mpi_run pmix2 srun --mpi=pmix -N 2 -n 4
 fi
-mpi_run salloc salloc -N 2 -n 4 mpirun -np 4
+# --bind-to none: Open MPI 5 refuses to bind 4 ranks to the allocation's CPUs otherwise.
+mpi_run salloc salloc -N 2 -n 4 mpirun --bind-to none -np 4
 
 # 5. An sbatch array job: each task of the array is an epoch, read by srun -n 2 in its script;
 # and the same program run in the script without srun refuses in one line.
