@@ -16,13 +16,16 @@ from conftest import PYTHON_DIR
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 WORKER = """
 import os
+import sys
 import torch
 import torch.distributed as dist
 dist.init_process_group("gloo")
 total = torch.tensor([dist.get_rank() + 1.0])
 dist.all_reduce(total)
-print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {total.item():g} "
-      f"USE_LIBUV={os.environ.get('USE_LIBUV')}", flush=True)
+# One write per line: torchrun runs the ranks unbuffered (-u) on one console pipe, where print's
+# text and its newline are two writes, and another rank's line can land between them.
+sys.stdout.write(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {total.item():g} "
+                 f"USE_LIBUV={os.environ.get('USE_LIBUV')}\\n")
 dist.destroy_process_group()
 """
 RENDEZVOUS = {
