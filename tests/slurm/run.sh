@@ -175,12 +175,14 @@ mpi_run() {  # mpi_run TAG LAUNCHER...
   "$@" "$build/bin/mpi_node_order" >"$W/out/$tag.node.log" 2>&1 && grep -q "^ok:" "$W/out/$tag.node.log" ||
     { problem "$* mpi_node_order"; tail -n 20 "$W/out/$tag.node.log"; }
 }
-# The probe: MPI_Init and MPI_Finalize on 2 ranks (mpi_checkpoint --help). Debian 13's SLURM 24.11
-# and Open MPI 5.0.7 fail it (MPI_Init: PMIX_ERR_UNPACK_READ_PAST_END_OF_BUFFER), which is theirs.
+# The probe: 4 ranks under srun --mpi=pmix through MPI_Init, node groups and MPI_Finalize
+# (mpi_node_order, which ctest's mpi_node_order also runs under mpirun). Debian 13's SLURM 24.11
+# and Open MPI 5.0.7 fail it (MPI_Init: PMIX_ERR_UNPACK_READ_PAST_END_OF_BUFFER, or slurmstepd's
+# pmix_v5 error handler with status -61), which is theirs.
 if [[ $(srun --mpi=list 2>&1) != *pmix* ]]; then
   skipped "srun --mpi=pmix (this SLURM has no PMIx plugin: $(srun --mpi=list 2>&1 | tr '\n' ' '));" \
     "MPI only through salloc + mpirun"
-elif ! probe=$(srun --mpi=pmix -n 2 "$build/bin/mpi_checkpoint" --help 2>&1 >/dev/null); then
+elif ! probe=$(srun --mpi=pmix -n 4 "$build/bin/mpi_node_order" 2>&1) || [[ $probe != *ok:* ]]; then
   skipped "srun --mpi=pmix (this SLURM's PMIx plugin cannot start this Open MPI's ranks:" \
     "$(printf '%s\n' "$probe" | grep -m1 -i 'error' | cut -c1-160));" \
     "MPI only through salloc + mpirun"
