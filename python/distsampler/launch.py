@@ -183,13 +183,18 @@ def destroy_distributed() -> None:
     request 154976 (2025), Debian 13's 2.6 among them. A thread still dropping the last reference
     to a tensor Python made (the last collective's, just returned to Python) waits for the GIL
     there, and the process hangs in destroy_process_group (seen in examples/ under torchrun on
-    Debian 13). The barrier waits with the GIL released, so those threads are done with what they
-    held before the group goes; on other PyTorch versions it costs one barrier."""
+    Debian 13). The barrier and a short sleep wait with the GIL released, so those threads can be
+    done with what they held before the group goes. That narrows the window; it cannot close it (a
+    gloo thread descheduled for longer still holds its tensor), and only such a torch needs it. Seen
+    once in a dozen runs with the barrier alone, on 2 loaded cores."""
+    import time
+
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         return
     dist.barrier()
+    time.sleep(0.2)
     dist.destroy_process_group()
 
 def libuv_available() -> bool:
