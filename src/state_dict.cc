@@ -1,0 +1,556 @@
+// State dicts (state_dict.h): the checkpoint every Python sampler's state_dict() returns, built and
+// checked here so that the package holds no format, checksum or field list of its own. Python's
+// json.dumps and repr() are reproduced where a checksum or a message depends on them (floats in
+// the shortest form that reads back, Python's switch to exponents at 1e16 and 1e-4).
+#include "distsampler/state_dict.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distsampler/fingerprint.h"
+
+namespace distsampler {
+namespace {
+
+using Type = DictValue::Type;
+
+[[noreturn]] void fail(const std::string& message) { throw std::invalid_argument(message); }
+
+// repr(float) / json.dumps(float): the shortest digits that read back (std::to_chars), laid out
+// as Python's float_repr_style 'short' does: positional for exponents in [-4, 16), else d.ddde+XX.
+std::string float_text(double v, bool json) {
+  if (std::isnan(v)) return json ? "NaN" : "nan";
+  if (std::isinf(v)) return v > 0 ? (json ? "Infinity" : "inf") : (json ? "-Infinity" : "-inf");
+  char buffer[64];
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof(buffer), v, std::chars_format::scientific);
+  std::string s(buffer, result.ptr);
+  std::string sign;
+  if (s[0] == '-') sign = "-", s.erase(0, 1);
+  const size_t e = s.find('e');
+  const int exponent = std::atoi(s.c_str() + e + 1);
+  std::string digits;
+  for (size_t i = 0; i < e; ++i) {
+    if (s[i] != '.') digits += s[i];
+  }
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  if (exponent >= -4 && exponent < 16) {
+    if (exponent < 0) return sign + "0." + std::string(-exponent - 1, '0') + digits;
+    const auto point = static_cast<size_t>(exponent) + 1;
+    if (digits.size() <= point) return sign + digits + std::string(point - digits.size(), '0') + ".0";
+    return sign + digits.substr(0, point) + "." + digits.substr(point);
+  }
+  std::string out = sign + digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  const int magnitude = std::abs(exponent);
+  return out + "e" + (exponent < 0 ? "-" : "+") + (magnitude < 10 ? "0" : "") +
+         std::to_string(magnitude);
+}
+
+// The code points of UTF-8 text (a malformed byte stands for itself).
+std::vector<uint32_t> code_points(const std::string& s) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int extra = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0;
+    if (extra == 0 || i + extra >= s.size()) {
+      out.push_back(c);
+      ++i;
+      continue;
+    }
+    uint32_t cp = c & (0x3f >> extra);
+    for (int k = 1; k <= extra; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+    out.push_back(cp);
+    i += static_cast<size_t>(extra) + 1;
+  }
+  return out;
+}
+
+std::string hex4(uint32_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string out = "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) out += digits[(v >> shift) & 0xf];
+  return out;
+}
+
+// json.dumps(str) with ensure_ascii: \" \\ \n \r \t \b \f, other controls and non-ASCII as \uXXXX
+// (surrogate pairs above the BMP).
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (uint32_t cp : code_points(s)) {
+    switch (cp) {
+      case '"': out += "\\\""; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      case '\b': out += "\\b"; continue;
+      case '\f': out += "\\f"; continue;
+      default: break;
+    }
+    if (cp < 0x20 || (cp >= 0x7f && cp < 0x10000)) {
+      out += cp == 0x7f ? std::string(1, '\x7f') : hex4(cp);
+    } else if (cp >= 0x10000) {
+      const uint32_t v = cp - 0x10000;
+      out += hex4(0xd800 + (v >> 10)) + hex4(0xdc00 + (v & 0x3ff));
+    } else {
+      out += static_cast<char>(cp);
+    }
+  }
+  return out + "\"";
+}
+
+// repr(str): single quotes unless the text holds one and no double quote.
+std::string repr_string(const std::string& s) {
+  const bool single = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char quote = single ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == quote || c == '\\') {
+      out += '\\', out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      static const char* digits = "0123456789abcdef";
+      out += std::string("\\x") + digits[u >> 4] + digits[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + quote;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// The entry `key` of a dict known to hold it.
+const DictValue& at(const DictValue& dict, std::string_view key) { return *dict.find(key); }
+
+bool is_int(const DictValue& v) { return v.type == Type::kInt; }
+
+// An int entry in [minimum, 2^64 - 1], else the message "state <key> = <repr> is out of range;
+// allowed: an int in [<minimum>, 2^64 - 1]".
+uint64_t checked_u64(const DictValue& state, const std::string& key, uint64_t minimum) {
+  const DictValue& v = at(state, key);
+  uint64_t out = 0;
+  if (!v.as_u64(out) || out < minimum) {
+    fail("state " + key + " = " + python_repr(v) + " is out of range; allowed: an int in [" +
+         std::to_string(minimum) + ", 2^64 - 1]");
+  }
+  return out;
+}
+
+std::vector<std::string> missing_keys(const DictValue& state, const std::vector<std::string>& keys) {
+  std::vector<std::string> missing;
+  for (const std::string& key : keys) {
+    if (state.find(key) == nullptr) missing.push_back(key);
+  }
+  return missing;
+}
+
+void require_dict(const DictValue& state) {
+  if (state.type != Type::kDict) {
+    fail("state must be a dict from state_dict(), not " + state.type_name);
+  }
+}
+
+void require_keys(const DictValue& state, const std::vector<std::string>& keys) {
+  const std::vector<std::string> missing = missing_keys(state, keys);
+  if (!missing.empty()) fail("state is missing " + join_names(missing) + "; expected a state_dict()");
+}
+
+}  // namespace
+
+// ---- DictValue ----------------------------------------------------------------------------------
+
+DictValue DictValue::boolean(bool value) {
+  DictValue v;
+  v.type = Type::kBool, v.flag = value, v.type_name = "bool";
+  return v;
+}
+DictValue DictValue::integer(uint64_t value) { return integer_text(std::to_string(value)); }
+DictValue DictValue::integer_text(std::string decimal) {
+  DictValue v;
+  v.type = Type::kInt, v.text = std::move(decimal), v.type_name = "int";
+  return v;
+}
+DictValue DictValue::real(double value) {
+  DictValue v;
+  v.type = Type::kFloat, v.number = value, v.type_name = "float";
+  return v;
+}
+DictValue DictValue::string(std::string value) {
+  DictValue v;
+  v.type = Type::kString, v.text = std::move(value), v.type_name = "str";
+  return v;
+}
+DictValue DictValue::list(std::vector<DictValue> items) {
+  DictValue v;
+  v.type = Type::kList, v.items = std::move(items), v.type_name = "list";
+  return v;
+}
+DictValue DictValue::dict() {
+  DictValue v;
+  v.type = Type::kDict, v.type_name = "dict";
+  return v;
+}
+DictValue DictValue::other(std::string repr, std::string type_name) {
+  DictValue v;
+  v.type = Type::kOther, v.text = std::move(repr), v.type_name = std::move(type_name);
+  return v;
+}
+
+DictValue& DictValue::set(const std::string& key, DictValue value) {
+  for (auto& entry : entries) {
+    if (entry.first == key) {
+      entry.second = std::move(value);
+      return *this;
+    }
+  }
+  entries.emplace_back(key, std::move(value));
+  return *this;
+}
+
+const DictValue* DictValue::find(std::string_view key) const {
+  if (type != Type::kDict) return nullptr;
+  for (const auto& entry : entries) {
+    if (entry.first == key) return &entry.second;
+  }
+  return nullptr;
+}
+
+bool DictValue::as_u64(uint64_t& out) const {
+  if (type != Type::kInt || text.empty() || text[0] == '-' || text.size() > 20) return false;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), out);
+  return result.ec == std::errc() && result.ptr == text.data() + text.size();
+}
+
+std::string python_repr(const DictValue& v) {
+  switch (v.type) {
+    case Type::kNone: return "None";
+    case Type::kBool: return v.flag ? "True" : "False";
+    case Type::kInt: return v.text;
+    case Type::kFloat: return float_text(v.number, false);
+    case Type::kString: return repr_string(v.text);
+    case Type::kOther: return v.text;
+    case Type::kList: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.items.size(); ++i) out += (i ? ", " : "") + python_repr(v.items[i]);
+      return out + "]";
+    }
+    case Type::kDict: {
+      std::string out = "{";
+      for (size_t i = 0; i < v.entries.size(); ++i) {
+        out += (i ? ", " : "") + repr_string(v.entries[i].first) + ": " +
+               python_repr(v.entries[i].second);
+      }
+      return out + "}";
+    }
+  }
+  return "";
+}
+
+std::string canonical_json(const DictValue& v) {
+  switch (v.type) {
+    case Type::kNone: return "null";
+    case Type::kBool: return v.flag ? "true" : "false";
+    case Type::kInt: return v.text;
+    case Type::kFloat: return float_text(v.number, true);
+    case Type::kString: return json_string(v.text);
+    case Type::kOther: fail("a " + v.type_name + " (" + v.text + ") is not JSON");
+    case Type::kList: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.items.size(); ++i) out += (i ? "," : "") + canonical_json(v.items[i]);
+      return out + "]";
+    }
+    case Type::kDict: {
+      std::vector<const std::pair<std::string, DictValue>*> sorted;
+      for (const auto& entry : v.entries) sorted.push_back(&entry);
+      // Insertion sort by key: a state's dicts have a handful of keys, and std::sort's order of
+      // equal keys cannot matter (keys are unique).
+      for (size_t i = 1; i < sorted.size(); ++i) {
+        for (size_t j = i; j > 0 && sorted[j]->first < sorted[j - 1]->first; --j) {
+          std::swap(sorted[j], sorted[j - 1]);
+        }
+      }
+      std::string out = "{";
+      for (size_t i = 0; i < sorted.size(); ++i) {
+        out += (i ? "," : "") + json_string(sorted[i]->first) + ":" +
+               canonical_json(sorted[i]->second);
+      }
+      return out + "}";
+    }
+  }
+  return "";
+}
+
+bool same_value(const DictValue& a, const DictValue& b) {
+  if (a.type == Type::kOther || b.type == Type::kOther) {
+    return a.type == b.type && a.text == b.text && a.type_name == b.type_name;
+  }
+  return canonical_json(a) == canonical_json(b);
+}
+
+// ---- Policy checkpoints ---------------------------------------------------------------------------
+
+namespace {
+
+// The entries the checksum covers: everything but the checksum.
+DictValue policy_fields(const PolicyCheckpoint& c) {
+  DictValue fields = DictValue::dict();
+  fields.set("version", DictValue::integer(kPolicyStateVersion))
+      .set("kind", DictValue::string(c.kind))
+      .set("epoch", DictValue::integer(c.epoch))
+      .set("consumed", DictValue::integer(c.consumed))
+      .set("world_size", DictValue::integer(c.world_size))
+      .set("config", c.config);
+  return fields;
+}
+
+}  // namespace
+
+DictValue policy_state_dict(const PolicyCheckpoint& c) {
+  DictValue state = policy_fields(c);
+  state.set("checksum", DictValue::integer(crc32(canonical_json(state))));
+  return state;
+}
+
+PolicyCheckpoint parse_policy_state(const DictValue& state, std::string_view kind,
+                                    const DictValue& config) {
+  const std::string mine(kind);
+  require_dict(state);
+  if (state.find("kind") == nullptr && state.find("state") != nullptr) {
+    fail("state is a distsampler.torch.DistributedSampler's state_dict() (no 'kind'), not a " +
+         mine + "'s");
+  }
+  require_keys(state, {"version", "kind", "epoch", "consumed", "world_size", "config", "checksum"});
+  const DictValue& version = at(state, "version");
+  if (!is_int(version) || version.text != std::to_string(kPolicyStateVersion)) {
+    fail("state version = " + python_repr(version) + " is not supported; allowed: " +
+         std::to_string(kPolicyStateVersion));
+  }
+  DictValue fields = DictValue::dict();
+  for (const auto& entry : state.entries) {
+    if (entry.first != "checksum") fields.set(entry.first, entry.second);
+  }
+  const DictValue& checksum = at(state, "checksum");
+  std::string computed;
+  try {
+    computed = std::to_string(crc32(canonical_json(fields)));
+  } catch (const std::invalid_argument&) {
+    computed.clear();  // an entry JSON cannot hold was never written by state_dict()
+  }
+  if (!is_int(checksum) || checksum.text != computed) {
+    fail("state checksum = " + python_repr(checksum) +
+         " does not match its contents: the state was edited or is corrupt");
+  }
+  const DictValue& their_kind = at(state, "kind");
+  if (their_kind.type != Type::kString || their_kind.text != mine) {
+    fail("state kind = " + python_repr(their_kind) + " but this sampler is a " + mine);
+  }
+  PolicyCheckpoint out;
+  out.kind = mine;
+  out.epoch = checked_u64(state, "epoch", 0);
+  out.consumed = checked_u64(state, "consumed", 0);
+  out.world_size = checked_u64(state, "world_size", 1);
+  const DictValue& theirs = at(state, "config");
+  std::vector<std::string> keys;
+  for (const auto* side : {&config, &theirs}) {
+    for (const auto& entry : side->entries) keys.push_back(entry.first);
+  }
+  std::vector<std::string> sorted;  // the union, sorted, once each
+  for (const std::string& key : keys) {
+    size_t i = 0;
+    while (i < sorted.size() && sorted[i] < key) ++i;
+    if (i == sorted.size() || sorted[i] != key) sorted.insert(sorted.begin() + i, key);
+  }
+  std::string differences;
+  const DictValue none;
+  for (const std::string& key : sorted) {
+    const DictValue* a = theirs.find(key);
+    const DictValue* b = config.find(key);
+    if (a != nullptr && b != nullptr && same_value(*a, *b)) continue;
+    differences += (differences.empty() ? "" : "; ") + std::string("state ") + key + " = " +
+                   python_repr(a ? *a : none) + " but this sampler's " + key + " = " +
+                   python_repr(b ? *b : none);
+  }
+  if (!differences.empty()) {
+    fail("state does not match this sampler's configuration: " + differences);
+  }
+  out.config = config;
+  return out;
+}
+
+// ---- The plain sampler's state dict ---------------------------------------------------------------
+
+DictValue field_dict_value(const FingerprintField& row, const Fingerprint& f) {
+  const std::string text = row.value(f);
+  switch (row.kind) {
+    case FieldKind::kUnsigned:
+    case FieldKind::kInteger:
+      return DictValue::integer_text(text);
+    case FieldKind::kBool:
+      return DictValue::boolean(text == "true");
+    case FieldKind::kName:
+      break;
+  }
+  return DictValue::string(text);
+}
+
+DictValue sampler_state_dict(const SamplerState& state, uint64_t world_size) {
+  DictValue out = DictValue::dict();
+  out.set("version", DictValue::integer(kSamplerStateDictVersion))
+      .set("epoch", DictValue::integer(state.epoch))
+      .set("consumed", DictValue::integer(state.consumed))
+      .set("world_size", DictValue::integer(world_size));
+  for (const FingerprintField& row : fingerprint_fields()) {
+    out.set(row.name, field_dict_value(row, state.config));
+  }
+  out.set("state", DictValue::string(state_to_json(state)));
+  return out;
+}
+
+namespace {
+
+bool after_dict_version_2(const FingerprintField& row) {
+  return std::string_view(row.name) == "feistel_version";
+}
+
+void check_world_size(const DictValue& state) {
+  const DictValue& w = at(state, "world_size");
+  uint64_t value = 0;
+  if (!w.as_u64(value) || value < 1) {
+    fail("state world_size = " + python_repr(w) + " is not a positive int");
+  }
+}
+
+SamplerState from_version_2(const DictValue& state) {
+  // Every field but those that came after version-2 dicts were first written (dicts of
+  // earlier releases lack them; the checksummed state decides).
+  std::vector<std::string> required = {"state", "epoch", "consumed", "world_size"};
+  for (const FingerprintField& row : fingerprint_fields()) {
+    if (!after_dict_version_2(row)) required.emplace_back(row.name);
+  }
+  require_keys(state, required);
+  const DictValue& text = at(state, "state");
+  if (text.type != Type::kString) {
+    fail("state state = " + python_repr(text) + " is not the state's JSON text");
+  }
+  const SamplerState s = state_from_json(text.text);
+  std::vector<std::pair<std::string, DictValue>> expected = {
+      {"epoch", DictValue::integer(s.epoch)}, {"consumed", DictValue::integer(s.consumed)}};
+  for (const FingerprintField& row : fingerprint_fields()) {
+    if (after_dict_version_2(row) && state.find(row.name) == nullptr) continue;
+    expected.emplace_back(row.name, field_dict_value(row, s.config));
+  }
+  for (const auto& [key, value] : expected) {
+    const DictValue& given = at(state, key);
+    if (given.type_name != value.type_name) {
+      fail("state " + key + " = " + python_repr(given) + " has type " + given.type_name +
+           "; allowed: " + value.type_name + ", as state_dict() writes it");
+    }
+    if (!same_value(given, value)) {
+      fail("state " + key + " = " + python_repr(given) + " disagrees with the checksummed state's " +
+           key + " = " + python_repr(value) +
+           " (the 'state' entry): the state was edited or is corrupt");
+    }
+  }
+  check_world_size(state);
+  return s;
+}
+
+// Version 1 (issue 3's: no checksum, the configuration as entries) for `sampler`.
+SamplerState from_version_1(const DictValue& state, const DistributedSampler& sampler) {
+  const SamplerOptions& o = sampler.options();
+  require_keys(state, {"epoch", "consumed", "size", "world_size", "seed", "shuffle", "drop_last",
+                       "order", "randperm"});
+  const std::vector<std::pair<std::string, DictValue>> mine = {
+      {"size", DictValue::integer(o.size)},
+      {"seed", DictValue::integer_text(o.seed.to_string())},
+      {"shuffle", DictValue::boolean(o.shuffle)},
+      {"drop_last", DictValue::boolean(o.drop_last)},
+      {"order", DictValue::string(std::string(to_string(o.order)))},
+      {"randperm",
+       DictValue::string(o.randperm == RandpermVariant::kClassic ? "classic" : "current")}};
+  for (const auto& [key, value] : mine) {
+    const DictValue& given = at(state, key);
+    if (given.type_name != value.type_name || !same_value(given, value)) {
+      fail("state " + key + " = " + python_repr(given) + " does not match this sampler's " + key +
+           " = " + python_repr(value));
+    }
+  }
+  const Fingerprint here = fingerprint(o);
+  for (const FingerprintField& row : fingerprint_fields()) {
+    // A version-1 state was written before every field with an "absent" value existed: it means
+    // that value (feistel version 1), which the sampler must have.
+    if (row.absent == nullptr || row.value(here) == row.absent) continue;
+    if (std::string(row.name) == "feistel_version") {
+      fail("state order = 'feistel' is a version-1 state (written before feistel_version 2 "
+           "existed) but this sampler's feistel_version = " + row.value(here) +
+           "; allowed: feistel_version=" + row.absent);
+    }
+  }
+  check_world_size(state);
+  uint64_t world_size = 0;
+  at(state, "world_size").as_u64(world_size);
+  const uint64_t epoch = checked_u64(state, "epoch", 0);
+  const DictValue& consumed_value = at(state, "consumed");
+  const uint64_t pad = world_size - 1;
+  const uint64_t limit = o.drop_last ? o.size : (o.size > UINT64_MAX - pad ? UINT64_MAX : o.size + pad);
+  uint64_t consumed = 0;
+  if (!consumed_value.as_u64(consumed) || consumed > limit) {
+    fail("state consumed = " + python_repr(consumed_value) + " is out of range; allowed: an int in [0, " +
+         std::to_string(limit) + "] for size = " + std::to_string(o.size) +
+         ", world_size = " + std::to_string(world_size));
+  }
+  return make_state(sampler, epoch, consumed);
+}
+
+}  // namespace
+
+SamplerState parse_sampler_state(const DictValue& state, const DistributedSampler& sampler) {
+  require_dict(state);
+  const DictValue* kind = state.find("kind");
+  if (kind != nullptr && kind->type == Type::kString) {
+    fail("state kind = " + python_repr(*kind) + ": a " + kind->text +
+         "'s state_dict(), not a DistributedSampler's");
+  }
+  const DictValue* version = state.find("version");
+  const std::string text = version != nullptr && is_int(*version) ? version->text : "";
+  SamplerState s;
+  if (text == "1") {
+    s = from_version_1(state, sampler);
+  } else if (text == std::to_string(kSamplerStateDictVersion)) {
+    s = from_version_2(state);
+  } else {
+    fail("state version = " + (version ? python_repr(*version) : std::string("None")) +
+         " is not supported; allowed: 1, " + std::to_string(kSamplerStateDictVersion));
+  }
+  const Fingerprint here = fingerprint(sampler.options());
+  const std::vector<std::string> fields = differing_fields(s.config, here);
+  if (!fields.empty()) {
+    std::string message = "state does not match this sampler's configuration: ";
+    for (size_t i = 0; i < fields.size(); ++i) {
+      message += (i ? "; " : "") + std::string("state ") + fields[i] + " = " +
+                 field_value(s.config, fields[i]) + " but this sampler's " + fields[i] + " = " +
+                 field_value(here, fields[i]);
+    }
+    fail(message);
+  }
+  return s;
+}
+
+}  // namespace distsampler
