@@ -39,7 +39,8 @@ PYBIND11_MODULE(_core, m) {
   bind_dist(m);      // dist/node_order.h
   bind_prefetch(m);  // prefetch.h
   bind_order(m);     // order.h
-  bind_policies(m);  // policies/*.h
   bind_state(m);     // state.h
   bind_pass(m);      // pass.h
+  bind_policy(m);    // policy.h, state_dict.h
+  bind_policies(m);  // policies/*.h
 }

@@ -8,12 +8,153 @@
 #include "distsampler/policies/blend.h"
 #include "distsampler/policies/shards.h"
 #include "distsampler/policies/weighted.h"
+#include "distsampler/policies/samplers.h"
 #include "distsampler/policies/wrap.h"
+#include "distsampler/policy.h"
+#include "distsampler/sampler.h"
 
 namespace distsampler {
 namespace python {
 
+namespace {
+
+// A Python sampler's output for an epoch, as DistributedSamplerWrapper cuts it: set_epoch is
+// forwarded when it has one; an index that is not a non-negative integer is named.
+std::vector<uint64_t> sampler_output(const py::object& sampler, uint64_t epoch) {
+  if (py::hasattr(sampler, "set_epoch")) sampler.attr("set_epoch")(epoch);
+  std::vector<uint64_t> out;
+  for (py::handle item : sampler) {
+    const py::object index = py::module_::import("operator").attr("index")(item);
+    const bool negative = PyObject_RichCompareBool(index.ptr(), py::int_(0).ptr(), Py_LT) == 1;
+    if (negative || PyObject_RichCompareBool(index.ptr(), py::int_(UINT64_MAX).ptr(), Py_GT) == 1) {
+      throw std::invalid_argument("sampler output[" + std::to_string(out.size()) + "] = " +
+                                  std::string(py::repr(item)) + " is out of range; allowed: >= 0");
+    }
+    out.push_back(index.cast<uint64_t>());
+  }
+  return out;
+}
+
+// The order and the Feistel version as PyTorch-facing code may pass them: a name, and an int
+// (a str or a bool is not a version).
+std::string order_name(const py::object& order) {
+  if (!py::isinstance<py::str>(order)) {
+    throw std::invalid_argument("order = " + std::string(py::repr(order)) +
+                                " is not an order; allowed: 'torch', 'feistel'");
+  }
+  return order.cast<std::string>();
+}
+
+int feistel_version_of(const py::object& version) {
+  if (!PyLong_CheckExact(version.ptr())) {
+    throw std::invalid_argument("feistel_version = " + std::string(py::repr(version)) +
+                                " is not a version; allowed: 1, 2");
+  }
+  return version.cast<int>();
+}
+
+}  // namespace
+
 void bind_policies(py::module_& m) {
+  // Every policy of samplers.h (and policy.h's plain ones), for the package's shells.
+  m.def(
+      "plain_policy",
+      [](const std::string& kind, uint64_t size, uint64_t world_size, uint64_t rank,
+         const py::int_& seed, bool shuffle, bool drop_last, const py::object& order,
+         RandpermVariant randperm, bool uneven, const py::object& feistel_version,
+         bool with_mask) {
+        SamplerOptions o;
+        o.size = size, o.world_size = world_size, o.rank = rank, o.seed = to_seed(seed);
+        o.shuffle = shuffle, o.drop_last = drop_last, o.order = parse_order_kind(order_name(order));
+        o.randperm = randperm, o.uneven = uneven;
+        o.feistel_version = feistel_version_of(feistel_version);
+        const PlainPolicy::Kind k = kind == "eval"       ? PlainPolicy::Kind::kEval
+                                    : kind == "iterable" ? PlainPolicy::Kind::kIterable
+                                                         : PlainPolicy::Kind::kDropIn;
+        return std::make_shared<PlainPolicy>(k, o, with_mask);
+      },
+      py::arg("kind"), py::arg("size"), py::arg("world_size"), py::arg("rank"), py::arg("seed"),
+      py::arg("shuffle"), py::arg("drop_last"), py::arg("order"), py::arg("randperm"),
+      py::arg("uneven") = false, py::arg("feistel_version") = py::int_(FeistelPermutation::kDefaultVersion),
+      py::arg("with_mask") = false, "kind: 'drop_in', 'eval' or 'iterable' (policy.h)");
+  m.def(
+      "weighted_policy",
+      [](const Array<double>& weights, uint64_t size, uint64_t num_samples, uint64_t world_size,
+         uint64_t rank, const py::int_& seed, bool drop_last) {
+        WeightedOptions o;
+        o.size = size, o.num_samples = num_samples, o.world_size = world_size, o.rank = rank;
+        o.seed = to_seed(seed), o.drop_last = drop_last;
+        std::vector<double> w = to_vector(weights);
+        py::gil_scoped_release release;
+        return weighted_policy(std::move(w), o);
+      },
+      py::arg("weights"), py::arg("size"), py::arg("num_samples"), py::arg("world_size"),
+      py::arg("rank"), py::arg("seed"), py::arg("drop_last"));
+  m.def(
+      "blended_policy",
+      [](const Array<uint64_t>& sizes, const Array<double>& weights, uint64_t samples_per_epoch,
+         uint64_t world_size, uint64_t rank, const py::int_& seed, bool drop_last, bool flat) {
+        BlendOptions o;
+        o.sizes = to_vector(sizes), o.weights = to_vector(weights);
+        o.samples_per_epoch = samples_per_epoch, o.world_size = world_size, o.rank = rank;
+        o.seed = to_seed(seed), o.drop_last = drop_last;
+        return blended_policy(o, flat);
+      },
+      py::arg("sizes"), py::arg("weights"), py::arg("samples_per_epoch"), py::arg("world_size"),
+      py::arg("rank"), py::arg("seed"), py::arg("drop_last"), py::arg("flat"));
+  m.def(
+      "sharded_policy",
+      [](const Array<uint64_t>& shard_sizes, uint64_t window, const py::int_& seed,
+         uint64_t world_size, uint64_t rank, bool drop_last) {
+        return sharded_policy(ShardOptions{to_vector(shard_sizes), window, to_seed(seed)},
+                              RankCut{world_size, rank, drop_last});
+      },
+      py::arg("shard_sizes"), py::arg("window"), py::arg("seed"), py::arg("world_size"),
+      py::arg("rank"), py::arg("drop_last"));
+  m.def(
+      "wrapper_policy",
+      [](py::object sampler, uint64_t world_size, uint64_t rank, bool drop_last) {
+        SequenceSource source;
+        source.name = py::str(py::type::handle_of(sampler).attr("__qualname__"));
+        source.size = [sampler] {
+          py::gil_scoped_acquire gil;
+          return py::len(sampler);
+        };
+        source.epoch = [sampler](uint64_t epoch) {
+          py::gil_scoped_acquire gil;
+          return sampler_output(sampler, epoch);
+        };
+        return wrapper_policy(std::move(source), RankCut{world_size, rank, drop_last});
+      },
+      py::arg("sampler"), py::arg("world_size"), py::arg("rank"), py::arg("drop_last"),
+      "A user sampler's output each epoch, cut among ranks (its len() and indices read live)");
+  m.def(
+      "batch_policy",
+      [](uint64_t size, const py::int_& seed, bool shuffle, const py::object& order,
+         RandpermVariant randperm, const py::object& feistel_version, uint64_t batch_size,
+         uint64_t world_size, uint64_t rank, bool drop_last) {
+        const OrderOptions o{size,
+                             to_seed(seed),
+                             shuffle,
+                             parse_order_kind(order_name(order)),
+                             randperm,
+                             FeistelPermutation::kVersionDefaultRounds,
+                             feistel_version_of(feistel_version)};
+        return batch_policy(o, batch_size, RankCut{world_size, rank, drop_last});
+      },
+      py::arg("size"), py::arg("seed"), py::arg("shuffle"), py::arg("order"), py::arg("randperm"),
+      py::arg("feistel_version"), py::arg("batch_size"), py::arg("world_size"), py::arg("rank"),
+      py::arg("drop_last"));
+  m.def(
+      "bucketed_policy",
+      [](const Array<uint64_t>& lengths, uint64_t batch_size, uint64_t window_batches,
+         const py::int_& seed, uint64_t world_size, uint64_t rank, bool drop_last) {
+        BucketOptions o{to_vector(lengths), batch_size, window_batches, to_seed(seed)};
+        return bucketed_policy(o, RankCut{world_size, rank, drop_last});
+      },
+      py::arg("lengths"), py::arg("batch_size"), py::arg("window_batches"), py::arg("seed"),
+      py::arg("world_size"), py::arg("rank"), py::arg("drop_last"));
+
   m.def(
       "make_shard_order",
       [](const Array<uint64_t>& shard_sizes, uint64_t window, const py::int_& seed,

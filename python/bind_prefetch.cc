@@ -12,13 +12,13 @@ namespace distsampler {
 namespace python {
 
 void bind_prefetch(py::module_& m) {
-  py::class_<PrefetchingSampler>(
+  py::class_<PrefetchingSampler, std::shared_ptr<PrefetchingSampler>>(
       m, "PrefetchingSampler",
       "prefetch.h: DistributedSampler.epoch with the next epoch's torch order built in the "
       "background")
       .def(py::init([](const DistributedSampler& sampler, bool prefetch,
                        const std::optional<NodeGroup>& node) {
-             return std::make_unique<PrefetchingSampler>(
+             return std::make_shared<PrefetchingSampler>(
                  sampler.options(), prefetch, node ? node_order_builder(*node) : OrderBuilder());
            }),
            py::arg("sampler"), py::arg("prefetch") = true, py::arg("node") = py::none(),

@@ -1,5 +1,6 @@
 // bind_sampler.cc: sampler.h and partition.h in Python (DistributedSampler, RankView, rank_view).
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
@@ -34,6 +35,15 @@ void bind_sampler(py::module_& m) {
   py::enum_<RandpermVariant>(m, "RandpermVariant")
       .value("current", RandpermVariant::kCurrent)
       .value("classic", RandpermVariant::kClassic);
+  m.def(
+      "parse_randperm",
+      [](const std::string& name) {
+        if (name == "current") return RandpermVariant::kCurrent;
+        if (name == "classic") return RandpermVariant::kClassic;
+        throw std::invalid_argument("randperm = '" + name +
+                                    "' is not a variant; allowed: 'auto', 'current', 'classic'");
+      },
+      py::arg("name"));
 
   py::class_<RankView>(m, "RankView")
       .def("__len__", &RankView::size)

@@ -17,6 +17,7 @@
 
 #include "distsampler/order.h"
 #include "distsampler/seed.h"
+#include "distsampler/state_dict.h"
 
 namespace distsampler {
 namespace python {
@@ -58,6 +59,10 @@ py::array_t<T> to_array(const std::vector<T>& values) {
   return out;
 }
 
+// A state dict's values as state_dict.h holds them, and back (bind_policy.cc).
+DictValue to_dict_value(py::handle value);
+py::object from_dict_value(const DictValue& value);
+
 void bind_sampler(py::module_& m);   // sampler.h, partition.h
 void bind_dist(py::module_& m);      // dist/node_order.h
 void bind_prefetch(py::module_& m);  // prefetch.h
@@ -65,6 +70,7 @@ void bind_order(py::module_& m);     // order.h
 void bind_policies(py::module_& m);  // policies/*.h
 void bind_state(py::module_& m);     // state.h
 void bind_pass(py::module_& m);      // pass.h
+void bind_policy(py::module_& m);    // policy.h, state_dict.h
 
 }  // namespace python
 }  // namespace distsampler

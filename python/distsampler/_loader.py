@@ -15,8 +15,9 @@ each batch it yields is a receipt. Batches arrive in dispatch order (``in_order=
 order accepted), so the k-th receipt is the k-th dispatch. Nothing here refers back to the
 loader, so a loader held only by its own iterator is freed normally.
 
-The snapshot of the package's samplers is two integers (the pass and its count), reported back
-to the sampler at receipt (``Pass.receive``); a foreign sampler with ``state_dict`` /
+The package's samplers speak the loader protocol (_passes.py): a mark as each batch is
+dispatched (``progress_mark``), reported back at receipt (``progress_received``); a foreign
+sampler with ``state_dict`` /
 ``load_state_dict`` is snapshotted through them; one without is fast-forwarded on resume by
 drawing and discarding the batches already received (exact for deterministic samplers only).
 """
@@ -27,12 +28,16 @@ import torch.multiprocessing
 import torch.utils.data
 from torch.utils.data import dataloader as _torch_loader
 
-from ._passes import PassSampler
 from ._workers import GUARDS_WORKERS, GuardedContext
 
 LOADER_STATE_VERSION = 1
 
 _T_co = TypeVar("_T_co", covariant=True)
+
+
+def _speaks_protocol(source: Any) -> bool:
+    """Whether `source` reports its progress as the package's samplers do (_passes.py)."""
+    return hasattr(source, "progress_mark") and hasattr(source, "progress_received")
 
 
 class _Tracker:
@@ -70,17 +75,13 @@ class _Tracker:
         self.base, self.resumed, self.received = self.resumed, 0, 0
         self.skipping, self.skip = self.skip, 0
         if self.adapter is not None:
-            self.adapter._start_pass_for_loader()
+            self.adapter.progress_start()
 
     def dispatched(self) -> None:
         """A batch's indices were just drawn: snapshot the source's state."""
         source, snapshot = self.source, None
-        if isinstance(source, PassSampler):
-            live = source._live
-            if live is not None:
-                if not live.tracked:  # this loader reports the pass's receipts from now on
-                    live.receive(0)
-                snapshot = (live, live.count)
+        if _speaks_protocol(source):
+            snapshot = ("mark", source.progress_mark())
         elif source is not None and hasattr(source, "state_dict"):
             snapshot = source.state_dict()
         self.snapshots.append(snapshot)
@@ -90,20 +91,18 @@ class _Tracker:
         snapshot = self.snapshots.popleft() if self.snapshots else None
         self.received += 1
         if self.adapter is not None:
-            self.adapter._received_batches(self.received, self.per_batch)
+            self.adapter.progress_received_batches(self.received, self.per_batch)
         elif isinstance(snapshot, tuple):
-            live, count = snapshot
-            live.receive(count)
+            self.source.progress_received(snapshot[1])
         elif snapshot is not None:
             self.foreign_state = snapshot
 
     def end_pass(self) -> None:
         """The loop received the pass's last batch (the iterator raised StopIteration)."""
         if self.adapter is not None:
-            self.adapter._pass_ended()
-        elif isinstance(self.source, PassSampler) and self.source._live is not None:
-            live = self.source._live
-            live.receive(live.count)
+            self.adapter.progress_finished()
+        elif _speaks_protocol(self.source):
+            self.source.progress_finished()
         self.snapshots.clear()
         self.base = self.received = 0
         self.foreign_state = None
@@ -198,9 +197,9 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             raise ValueError("in_order = False is not supported by distsampler.data.DataLoader: "
                              "batches out of order cannot be matched to the positions a "
                              "checkpoint records; allowed: in_order=True")
-        adapter = self.dataset if getattr(self.dataset, "_distsampler_iterable", False) else None
+        adapter = self.dataset if hasattr(self.dataset, "progress_start") else None
         if adapter is not None:
-            adapter._check_loader(self)
+            adapter.check_loader(self)
         self._tracker = _Tracker(self._source(), adapter,
                                  1 if self.batch_size is None else self.batch_size)
 
@@ -261,7 +260,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         source = tracker.source
         if tracker.adapter is not None:
             state["dataset"] = tracker.adapter.state_dict()
-        elif isinstance(source, PassSampler):
+        elif _speaks_protocol(source):
             state["sampler"] = source.state_dict()
         elif source is not None and hasattr(source, "state_dict"):
             state["sampler"] = (tracker.foreign_state if tracker.foreign_state is not None
@@ -294,5 +293,5 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         tracker.snapshots.clear()
         tracker.received, tracker.base, tracker.resumed, tracker.skipping = 0, batches, batches, 0
         tracker.skip = 0 if stateful or tracker.adapter is not None else batches
-        tracker.foreign_state = state.get("sampler") if stateful and not isinstance(
-            source, PassSampler) else None
+        tracker.foreign_state = state.get("sampler") if stateful and not _speaks_protocol(
+            source) else None

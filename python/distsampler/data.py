@@ -14,16 +14,14 @@ of K reads the share's batches w, w + K, ...; the DataLoader hands batches out r
 its workers, so the loop receives the share's batches in order, each sample exactly once across
 ranks and workers, and the loader's checkpoint is exact.
 """
-import operator
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional
 
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _core
 from ._loader import DataLoader
-from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, SeedOverflowError,
-                      check_feistel_version, check_order, check_uint64, feistel_version_entry,
+from ._passes import (CheckpointMismatch, SeedOverflowError, Shell, check_uint64,
                       randperm_variant, resolve_world)
 
 __all__ = ["DataLoader", "DistributedIterableDataset", "CheckpointMismatch"]
@@ -31,7 +29,7 @@ __all__ = ["DataLoader", "DistributedIterableDataset", "CheckpointMismatch"]
 _ITERATOR_STATE_VERSION = 1
 
 
-class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
+class DistributedIterableDataset(Shell, IterableDataset):  # type: ignore[type-arg]
     """A map-style ``dataset`` as an IterableDataset for data-parallel training: this rank's
     share of the epoch's global order (the same order, padding and arguments as
     ``distsampler.torch.DistributedSampler(dataset, num_replicas, rank, shuffle, seed,
@@ -47,55 +45,40 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
     Yields ``dataset[index]``; ``len()`` is the number of samples this rank reads in the pass.
     """
 
-    _distsampler_iterable = True
+    _cpp_attributes = ("_core", "_plain")
+    _seed_overflow = SeedOverflowError
 
-    def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
+    def __init__(self, dataset: Any, batch_size: int, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = False,
                  randperm: str = "auto", check_agreement: bool = True,
-                 process_group=None, feistel_version: int = 2) -> None:
+                 process_group: Any = None, feistel_version: int = 2) -> None:
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.dataset = dataset
         self.batch_size = check_uint64("batch_size", batch_size, 1)  # the DataLoader's
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        self.order = check_order(order)
-        self._size = len(dataset)
-        self._make_core(_core.DistributedSampler, self._size, self.num_replicas, self.rank,
-                        operator.index(seed), self.shuffle, self.drop_last, order,
-                        getattr(_core.RandpermVariant, randperm_variant(randperm)),
-                        feistel_version=check_feistel_version(feistel_version))
-        self.seed = self._core.seed
-        self._init_passes(auto_epoch, check_agreement, process_group)
+        self.shuffle, self.drop_last, self.order = bool(shuffle), bool(drop_last), order
+        self._options = dict(size=len(dataset), world_size=self.num_replicas, rank=self.rank,
+                             seed=seed, shuffle=self.shuffle, drop_last=self.drop_last,
+                             order=order, randperm=randperm_variant(randperm),
+                             feistel_version=feistel_version)
+        self._init_shell(auto_epoch, check_agreement, process_group)
+        self.seed = self._plain.sampler.seed
         # The pass the main process decided, for the workers: epoch (two's complement), start,
         # and whether a distsampler DataLoader armed it. Shared memory reaches workers forked or
         # spawned, persistent or not.
         self._shared = torch.zeros(3, dtype=torch.int64).share_memory_()
 
-    # ---- PassSampler hooks --------------------------------------------------------------------
+    def _policy(self) -> Any:
+        self._plain = _core.plain_policy("iterable", **self._options)
+        return self._plain
 
-    def _remaining(self, start: int) -> int:
-        return self._core.remaining(start)
+    def _before_pass(self) -> None:
+        self._check_size(len(self.dataset), self._options["size"])
 
-    def _dataset_size(self) -> Optional[Tuple[int, int]]:
-        return len(self.dataset), self._size
+    # ---- the loader protocol of an iterable dataset (main process): distsampler's DataLoader
+    # checks the adapter, starts each pass here and reports the batches the loop received.
 
-    def _chunks(self, epoch: int, start: int):
-        # The workers build the pass's order; the main process only checks that it can be read.
-        try:
-            self._core.check_epoch(epoch)
-        except IndexError as error:  # seed + epoch beyond 2^64 - 1
-            raise SeedOverflowError(str(error)) from error
-        return ()
-
-    def _config(self) -> Dict[str, Any]:
-        config = _core.fingerprint(self._core)
-        return {**{key: getattr(config, key) for key in (
-            "algorithm_version", "size", "seed", "shuffle", "drop_last", "order", "randperm",
-            "feistel_rounds")}, **feistel_version_entry(config.feistel_version)}
-
-    # ---- the DataLoader's side (main process) -------------------------------------------------
-
-    def _check_loader(self, loader) -> None:
+    def check_loader(self, loader: Any) -> None:
         expected = 1 if loader.batch_size is None else loader.batch_size
         if expected != self.batch_size:
             raise ValueError(
@@ -108,32 +91,29 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         self._shared[1] = start
         self._shared[2] = int(armed)
 
-    def _start_pass_for_loader(self) -> None:
-        live, _ = self._start_pass()
-        live.receive(0)
-        self._publish(live.epoch, live.start, True)
+    def progress_start(self) -> None:
+        chunks = self._start_pass()
+        self._core.receive(chunks.serial, 0)
+        self._publish(chunks.epoch, chunks.start, True)
 
-    def _received_batches(self, batches: int, per_batch: int) -> None:
-        live = self._live
-        if live is not None:
-            live.receive(min(batches * per_batch, live.total))
-
-    def _pass_ended(self) -> None:
-        if self._live is not None:
-            self._live.receive(self._live.total)
+    def progress_received_batches(self, batches: int, per_batch: int) -> None:
+        total = self._core.live_total
+        if total is not None:
+            self._core.receive(self._core.serial, min(batches * per_batch, total))
 
     def set_epoch(self, epoch: int) -> None:
-        PassSampler.set_epoch(self, epoch)
-        self._publish(self._cursor.epoch, self._cursor.resume_at, False)
+        Shell.set_epoch(self, epoch)
+        self._publish(self._core.epoch, self._core.resume_at, False)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        PassSampler.load_state_dict(self, state)
-        self._publish(self._cursor.epoch, self._cursor.resume_at, False)
+        Shell.load_state_dict(self, state)
+        self._publish(self._core.epoch, self._core.resume_at, False)
 
     # ---- iteration (a worker, or the main process) --------------------------------------------
 
-    def _pass_to_read(self):
-        """(epoch, start, the Pass to count into or None) of the pass this iterator reads."""
+    def _pass_to_read(self) -> Any:
+        """(epoch, start, the pass serial to count into or None) of the pass this iterator
+        reads."""
         epoch, start, armed = (int(value) for value in self._shared.tolist())
         epoch %= 2**64
         if get_worker_info() is not None:
@@ -141,9 +121,9 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         if armed:  # a distsampler DataLoader with num_workers=0 started it just now
             self._shared[2] = 0
             return epoch, start, None
-        live, _ = self._start_pass()  # used alone in the main process: a pass of its own,
-        live.receive(0)            # counted as it is read
-        return live.epoch, live.start, live
+        chunks = self._start_pass()  # used alone in the main process: a pass of its own,
+        self._core.receive(chunks.serial, 0)  # counted as it is read
+        return chunks.epoch, chunks.start, chunks.serial
 
     def __iter__(self) -> Iterator[Any]:
         epoch, start, own = self._pass_to_read()
@@ -151,16 +131,16 @@ class DistributedIterableDataset(CoreArgs, PassSampler, IterableDataset):
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         return _WorkerShare(self, epoch, start, worker, workers, own)
 
-    def state_dict(self) -> Optional[Dict[str, Any]]:
-        """The adapter's state (PassSampler.state_dict) in the main process. In a DataLoader
+    def state_dict(self) -> Optional[Dict[str, Any]]:  # type: ignore[override]
+        """The adapter's state (the shell's state_dict) in the main process. In a DataLoader
         worker None: there the iterator holds the worker's state (torchdata's
         StatefulDataLoader saves each worker's iterator state)."""
         if get_worker_info() is not None:
             return None
-        return PassSampler.state_dict(self)
+        return Shell.state_dict(self)
 
     def __len__(self) -> int:
-        return PassSampler.__len__(self)
+        return Shell.__len__(self)
 
 
 class _WorkerShare:
@@ -177,7 +157,7 @@ class _WorkerShare:
 
     def _seek(self, epoch: int, start: int, yielded: int) -> None:
         adapter = self._adapter
-        self._view = adapter._core.epoch(epoch, start)
+        self._view = adapter._plain.sampler.epoch(epoch, start)
         self._epoch, self._start, self._yielded = epoch, start, yielded
         self._total = len(self._view)
 
@@ -192,14 +172,14 @@ class _WorkerShare:
             raise StopIteration
         self._yielded += 1
         if self._own is not None:
-            self._own.received += 1
+            self._adapter._core.receive(self._own, self._yielded)
         return self._adapter.dataset[self._view[position]]
 
     def _where(self) -> Dict[str, Any]:
         adapter = self._adapter
         return {"num_replicas": adapter.num_replicas, "rank": adapter.rank,
                 "worker": self._worker, "num_workers": self._workers,
-                "config": adapter._config()}
+                "config": adapter._plain.config}
 
     def state_dict(self) -> Dict[str, Any]:
         return {"version": _ITERATOR_STATE_VERSION, "epoch": self._epoch, "start": self._start,

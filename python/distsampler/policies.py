@@ -19,27 +19,55 @@ global stream is the same for every world size where docs/design.md says so. Bad
 the C++ library's errors: ValueError naming the parameter (IndexError for a window out of range).
 """
 import operator
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+import torch.utils.data.distributed
+from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from ._order_samplers import DistributedSamplerWrapper, ShardedDistributedSampler
-from ._passes import (CheckpointMismatch, CoreArgs, check_feistel_version, check_order,
-                      feistel_version_entry, fill_chunks)
-from ._policy_base import (_BATCH_CHUNK, _CHUNK, _Base, _Positions, _TorchDistributedSampler,
-                           _digest, _identity, _randperm, _uint, _uint_array)
+from ._passes import CheckpointMismatch, Shell, check_uint64, randperm_variant, resolve_world
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
            "BucketedBatchSampler", "ShardedDistributedSampler", "DistributedSamplerWrapper",
            "CheckpointMismatch"]
 
+_TorchDistributedSampler = torch.utils.data.distributed.DistributedSampler
+
+
+def _uint_array(name: str, values: Any) -> "np.ndarray[Any, Any]":
+    """A sequence of non-negative integers as a uint64 array (numpy would wrap a negative value
+    silently); a ValueError names the first bad element."""
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} has shape {array.shape}; allowed: a 1-D sequence of integers")
+    if array.size and array.dtype.kind not in "iu":
+        raise ValueError(f"{name} has dtype {array.dtype}; allowed: integers")
+    if array.dtype.kind == "i" and array.size and array.min() < 0:
+        first = int(np.argmax(array < 0))
+        raise ValueError(f"{name}[{first}] = {array[first]} is out of range; allowed: >= 0")
+    return np.ascontiguousarray(array, dtype=np.uint64)
+
+
+class _Policy(Shell):
+    """A policy sampler: the world resolved as PyTorch does, the counts from the policy."""
+
+    def _init_world(self, num_replicas: Optional[int], rank: Optional[int]) -> None:
+        self.num_replicas, self.rank = resolve_world(num_replicas, rank)
+
+
+class _OrderCut(_Policy, _TorchDistributedSampler):
+    """An epoch order cut like DistributedSampler's: PyTorch's count attributes, live."""
+
+    num_samples = property(lambda self: len(self))
+    total_size = property(lambda self: len(self) * self.num_replicas)
+
+
 # ---- Duplicate-free evaluation ------------------------------------------------------------------
 
-class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
+class DistributedEvalSampler(_Policy, _TorchDistributedSampler):
     """Every sample of the dataset exactly once across ranks (PyTorch's DistributedSampler pads
     by repeating samples, so a metric summed over ranks counts some twice).
 
@@ -57,26 +85,41 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
             indices are that sampler's.
     """
 
-    def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 shuffle: bool = False, seed: int = 0, *, padded: bool = False,
-                 with_mask: bool = False, order: str = "torch", auto_epoch: bool = False,
-                 randperm: str = "auto", check_agreement: bool = True,
-                 process_group=None, feistel_version: int = 2) -> None:
-        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
-        self.dataset = dataset
-        self.shuffle, self.padded, self.with_mask = bool(shuffle), bool(padded), bool(with_mask)
-        self.drop_last = False
-        self._size = len(dataset)
-        self._make_core(
-            _core.DistributedSampler, self._size, self.num_replicas, self.rank,
-            operator.index(seed), self.shuffle, False, check_order(order), _randperm(randperm),
-            uneven=not self.padded, feistel_version=check_feistel_version(feistel_version))
-        self.seed = self._core.seed
-        self.num_samples = self._core.num_samples
-        self.total_size = self._core.total_size
-        # The same for every epoch and order: counted on the identity order.
-        self.num_real = _core.rank_view(_identity(self._size), self.num_replicas, self.rank,
-                                        False, not self.padded).num_real
+    def __init__(self, dataset: Any, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, shuffle: bool = False, seed: int = 0, *,
+                 padded: bool = False, with_mask: bool = False, order: str = "torch",
+                 auto_epoch: bool = False, randperm: str = "auto", check_agreement: bool = True,
+                 process_group: Any = None, feistel_version: int = 2) -> None:
+        self._init_world(num_replicas, rank)
+        self.dataset, self.drop_last = dataset, False
+        self.shuffle, self.padded = bool(shuffle), bool(padded)
+        self._options = dict(size=len(dataset), world_size=self.num_replicas, rank=self.rank,
+                             seed=seed, shuffle=self.shuffle, drop_last=False, order=order,
+                             randperm=randperm_variant(randperm), uneven=not self.padded,
+                             feistel_version=feistel_version, with_mask=bool(with_mask))
+        self._init_shell(auto_epoch, check_agreement, process_group)
+        self.seed = self._plain.sampler.seed
+        # The same for every epoch and order: counted on the unshuffled order (O(1)).
+        unshuffled = _core.plain_policy("eval", **{**self._options, "shuffle": False})
+        self.num_real = unshuffled.sampler.epoch(0, 0).num_real
+
+    _cpp_attributes = ("_core", "_plain")
+
+    def _policy(self) -> Any:
+        self._plain = _core.plain_policy("eval", **self._options)
+        return self._plain
+
+    num_samples = property(lambda self: self._plain.sampler.num_samples)
+    total_size = property(lambda self: self._plain.sampler.total_size)
+
+    @property
+    def with_mask(self) -> bool:
+        return bool(self._options["with_mask"])
+
+    @with_mask.setter
+    def with_mask(self, value: bool) -> None:  # the next pass yields (index, is_real) pairs
+        self._options["with_mask"] = bool(value)
+        self._core = _core.PassSampler(self._policy(), self._core.cursor)
 
     @property
     def mask(self) -> torch.Tensor:
@@ -87,31 +130,8 @@ class DistributedEvalSampler(CoreArgs, _Base, _TorchDistributedSampler):
         mask[: self.num_real] = True
         return mask
 
-    def _remaining(self, start: int) -> int:
-        return self._core.remaining(start)
-
-    def _chunks(self, epoch: int, start: int):
-        view = self._core.epoch(epoch, start)
-        chunks = fill_chunks(len(view), view.fill, _CHUNK)
-        if not self.with_mask:
-            return chunks
-        return self._masked(chunks, view.num_real)
-
-    @staticmethod
-    def _masked(chunks, real: int):
-        first = 0
-        for chunk in chunks:
-            yield [(index, first + j < real) for j, index in enumerate(chunk)]
-            first += len(chunk)
-
-    def _dataset_size(self):
-        return len(self.dataset), self._size
-
-    def _config(self) -> Dict[str, Any]:
-        config = _core.fingerprint(self._core)
-        return {**{key: getattr(config, key) for key in (
-            "algorithm_version", "size", "seed", "shuffle", "uneven", "order", "randperm",
-            "feistel_rounds")}, **feistel_version_entry(config.feistel_version)}
+    def _before_pass(self) -> None:
+        self._check_size(len(self.dataset), self._options["size"])
 
 
 class MaskedDataset(Dataset):
@@ -145,7 +165,7 @@ def class_balanced_weights(labels) -> torch.Tensor:
     return torch.from_numpy(_core.class_balanced_weights(array.astype(np.int64)))
 
 
-class WeightedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
+class WeightedDistributedSampler(_Policy, _TorchDistributedSampler):
     """``torch.utils.data.WeightedRandomSampler(weights, num_samples, replacement=True)``
     distributed: ``num_samples`` draws per epoch for all ranks together, draw g of epoch e a
     pure function of (weights, seed, e, g) (alias method, O(1) per draw), rank r reading draws
@@ -159,51 +179,35 @@ class WeightedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
 
     def __init__(self, weights: Sequence[float], num_samples: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
-                 drop_last: bool = False, *, dataset=None, auto_epoch: bool = False,
-                 check_agreement: bool = True, process_group=None) -> None:
-        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
+                 drop_last: bool = False, *, dataset: Any = None, auto_epoch: bool = False,
+                 check_agreement: bool = True, process_group: Any = None) -> None:
+        self._init_world(num_replicas, rank)
         if isinstance(weights, torch.Tensor):
             weights = weights.detach().cpu().numpy()
-        weights = np.ascontiguousarray(weights, dtype=np.float64)
-        if weights.ndim != 1:  # PyTorch's WeightedRandomSampler refuses it too
-            raise ValueError(f"weights has shape {tuple(weights.shape)}; allowed: a 1-D sequence")
-        self.dataset = dataset
-        self._size = len(dataset) if dataset is not None else len(weights)
-        self.drop_last, self.shuffle = bool(drop_last), True
+        array = np.ascontiguousarray(weights, dtype=np.float64)
+        if array.ndim != 1:  # PyTorch's WeightedRandomSampler refuses it too
+            raise ValueError(f"weights has shape {tuple(array.shape)}; allowed: a 1-D sequence")
+        self.dataset, self.weights = dataset, torch.from_numpy(array)
+        self._size = len(dataset) if dataset is not None else len(array)
+        self.drop_last, self.shuffle, self.seed = bool(drop_last), True, seed
         # All ranks, as torch names it; >= 1 as torch's WeightedRandomSampler requires.
-        self.num_samples = _uint("num_samples", num_samples, 1)
-        self.weights = torch.from_numpy(weights)
-        self._make_core(_core.WeightedSampler, weights, self._size, self.num_samples,
-                        self.num_replicas, self.rank, operator.index(seed), self.drop_last)
-        self.seed = seed
-        self._positions = _Positions(self.num_samples, self.num_replicas, self.rank,
+        self.num_samples = check_uint64("num_samples", num_samples, 1)
+        self._init_shell(auto_epoch, check_agreement, process_group)
+        self.total_size = len(self) * self.num_replicas
+
+    def _policy(self) -> Any:
+        return _core.weighted_policy(self.weights.numpy(), self._size, self.num_samples,
+                                     self.num_replicas, self.rank, operator.index(self.seed),
                                      self.drop_last)
-        self.total_size = self._core.num_samples * self.num_replicas
 
-    def _remaining(self, start: int) -> int:
-        return self._positions.count(start)
-
-    def _chunks(self, epoch: int, start: int):
-        # With replacement there is nothing to wrap around: the draws past num_samples continue
-        # the stream, so rank r's j-th draw is global draw start + r + j * W.
-        first = start + self.rank
-        return fill_chunks(
-            self._remaining(start),
-            lambda j, out: self._core.fill_global(epoch, first + j * self.num_replicas,
-                                                  self.num_replicas, out), _CHUNK)
-
-    def _dataset_size(self):
-        return None if self.dataset is None else (len(self.dataset), self._size)
-
-    def _config(self) -> Dict[str, Any]:
-        return {"weights": _digest(self.weights.numpy()), "size": self._size,
-                "num_samples": self.num_samples, "seed": operator.index(self.seed),
-                "drop_last": self.drop_last}
+    def _before_pass(self) -> None:
+        if self.dataset is not None:
+            self._check_size(len(self.dataset), self._size)
 
 
 # ---- Blended datasets ---------------------------------------------------------------------------
 
-class BlendedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
+class BlendedDistributedSampler(_Policy, _TorchDistributedSampler):
     """Several datasets blended by weight into one stream: after any i < 2^64 positions dataset k
     has been taken within ``schedule.error_bound`` (< 1 up to 4 datasets, < 1.68 for any number)
     of i * W_k / T times, exactly, where W_k / T (``schedule.quota_weights``,
@@ -219,53 +223,72 @@ class BlendedDistributedSampler(CoreArgs, _Base, _TorchDistributedSampler):
     sizes, as ints).
     """
 
-    def __init__(self, datasets, weights: Sequence[float], samples_per_epoch: int,
+    def __init__(self, datasets: Sequence[Any], weights: Sequence[float], samples_per_epoch: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = False,
-                 check_agreement: bool = True, process_group=None) -> None:
-        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
-        sizes = [_uint("sizes", d) if isinstance(d, (int, np.integer)) else len(d)
-                 for d in datasets]
+                 check_agreement: bool = True, process_group: Any = None) -> None:
+        self._init_world(num_replicas, rank)
+        self.sizes = [check_uint64("sizes", d) if isinstance(d, (int, np.integer)) else len(d)
+                      for d in datasets]
         self.flat, self.drop_last, self.shuffle, self.seed = bool(flat), bool(drop_last), True, seed
-        self.samples_per_epoch = _uint("samples_per_epoch", samples_per_epoch)
+        self.samples_per_epoch = check_uint64("samples_per_epoch", samples_per_epoch)
         self._weights = [float(w) for w in np.asarray(weights, dtype=np.float64).reshape(-1)]
-        self._make_core(
-            _core.BlendedSampler, np.asarray(sizes, dtype=np.uint64),
-            np.asarray(weights, dtype=np.float64), self.samples_per_epoch,
-            self.num_replicas, self.rank, operator.index(seed), self.drop_last)
-        self.sizes = sizes
-        self.num_samples = self._core.num_samples
-        self.total_size = self.num_samples * self.num_replicas
-        self._positions = _Positions(self.samples_per_epoch, self.num_replicas, self.rank,
-                                     self.drop_last)
+        self._init_shell(auto_epoch, check_agreement, process_group)
+        self.num_samples, self.total_size = len(self), len(self) * self.num_replicas
 
-    schedule = property(lambda self: self._core.schedule)
+    @property
+    def schedule(self) -> Any:
+        return _core.QuotaSchedule(np.asarray(self._weights, dtype=np.float64))
 
-    def _remaining(self, start: int) -> int:
-        return self._positions.count(start)
+    def _policy(self) -> Any:
+        return _core.blended_policy(np.asarray(self.sizes, dtype=np.uint64),
+                                    np.asarray(self._weights, dtype=np.float64),
+                                    self.samples_per_epoch, self.num_replicas, self.rank,
+                                    operator.index(self.seed), self.drop_last, self.flat)
 
-    def _chunks(self, epoch: int, start: int):
-        view = self._positions.view(start)
-        base = epoch * self.samples_per_epoch  # epoch e is stream positions [e S, (e + 1) S)
-        total = len(view)
-        positions = np.empty(min(_CHUNK, total), dtype=np.uint64)
-        datasets = np.empty_like(positions)
-        indices = np.empty_like(positions)
-        for first in range(0, total, _CHUNK):
-            count = min(_CHUNK, total - first)
-            view.fill(first, positions[:count])
-            positions[:count] += np.uint64(base)
-            self._core.fill_global(positions[:count], datasets[:count], indices[:count],
-                                   flat=self.flat)
-            if self.flat:
-                yield indices[:count].tolist()
-            else:
-                yield list(zip(datasets[:count].tolist(), indices[:count].tolist()))
 
-    def _config(self) -> Dict[str, Any]:
-        return {"sizes": list(self.sizes), "weights": self._weights,
-                "samples_per_epoch": self.samples_per_epoch, "seed": operator.index(self.seed),
-                "drop_last": self.drop_last}
+# ---- Orders cut like DistributedSampler: shard-aware, and any user sampler ----------------------
+
+class ShardedDistributedSampler(_OrderCut):
+    """A shard-aware order for I/O locality: the dataset is stored in shards of
+    ``shard_sizes`` (shard s = the next shard_sizes[s] indices); each epoch shuffles the shard
+    order, then shuffles the samples of each window of ``window`` consecutive shards together.
+    Consecutive samples of a rank touch about ``window`` shards (a full shuffle touches nearly
+    one shard per sample); the epoch's order does not depend on the world size."""
+
+    def __init__(self, shard_sizes: Sequence[int], num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, seed: int = 0, drop_last: bool = False, *,
+                 window: int = 4, auto_epoch: bool = False, check_agreement: bool = True,
+                 process_group: Any = None) -> None:
+        self._init_world(num_replicas, rank)
+        self.shard_sizes = _uint_array("shard_sizes", shard_sizes)
+        self.window = check_uint64("window", window)
+        self.seed, self.drop_last, self.shuffle = seed, bool(drop_last), True
+        self._init_shell(auto_epoch, check_agreement, process_group)
+
+    def _policy(self) -> Any:
+        return _core.sharded_policy(self.shard_sizes, self.window, operator.index(self.seed),
+                                    self.num_replicas, self.rank, self.drop_last)
+
+
+class DistributedSamplerWrapper(_OrderCut):
+    """Distributes any deterministic sampler (pytorch#23430): each epoch the wrapped sampler's
+    whole output (the same list on every rank: seed it identically) is cut among ranks by
+    DistributedSampler's rule: rank r reads its positions r, r + W, ..., padded by wrap-around
+    (or drop_last). ``set_epoch`` is forwarded to the wrapped sampler when it has one, including
+    the epoch auto_epoch advances to. Holds one epoch of the wrapped sampler's output."""
+
+    def __init__(self, sampler: Any, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, drop_last: bool = False, *,
+                 auto_epoch: bool = False, check_agreement: bool = True,
+                 process_group: Any = None) -> None:
+        self._init_world(num_replicas, rank)
+        self.sampler, self.drop_last, self.shuffle = sampler, bool(drop_last), True
+        self.seed = 0  # torch's attribute; the randomness is the wrapped sampler's own
+        self._init_shell(auto_epoch, check_agreement, process_group)
+
+    def _policy(self) -> Any:
+        return _core.wrapper_policy(self.sampler, self.num_replicas, self.rank, self.drop_last)
 
 
 # ---- Batches ------------------------------------------------------------------------------------
@@ -274,50 +297,30 @@ class _EpochForwarder:
     """A batch sampler's ``sampler`` attribute: frameworks that call
     ``loader.batch_sampler.sampler.set_epoch`` (PyTorch Lightning) reach the batch sampler."""
 
-    def __init__(self, owner) -> None:
-        self._owner = owner
+    def __init__(self, owner: "_Batches", size: int) -> None:
+        self._owner, self._size = owner, size
 
     def set_epoch(self, epoch: int) -> None:
         self._owner.set_epoch(epoch)
 
     def __len__(self) -> int:
-        return self._owner._size()
+        return self._size
 
 
-class _BatchSamplerBase(_Base):
-    """Batches cut from one epoch's global order (batch b = positions [bB, (b + 1)B)), dealt to
-    ranks b = r, r + W, ...; without drop_last the last round wraps around to batch 0. The
-    checkpoint counts global batches."""
+class _Batches(_Policy, Sampler[List[int]]):
+    """Batches cut from one epoch's order (batch b = positions [bB, (b + 1)B)), dealt to ranks
+    b = r, r + W, ...; without drop_last the last round wraps around to batch 0. The checkpoint
+    counts global batches."""
 
-    def __init__(self, batch_size: int, num_replicas, rank, drop_last: bool, auto_epoch: bool,
-                 check_agreement: bool, process_group) -> None:
-        self._init_world(num_replicas, rank, auto_epoch, check_agreement, process_group)
-        self.batch_size = _uint("batch_size", batch_size, 1)
+    def _init_batches(self, batch_size: int, num_replicas: Optional[int], rank: Optional[int],
+                      drop_last: bool, size: int) -> None:
+        self._init_world(num_replicas, rank)
+        self.batch_size = check_uint64("batch_size", batch_size, 1)
         self.drop_last = bool(drop_last)
-        self.sampler = _EpochForwarder(self)
-        # The C++ checks of batch_size, world size and rank, on no samples.
-        _core.BatchView(_identity(0), self.batch_size, self.num_replicas, self.rank,
-                        self.drop_last)
-
-    def _batches(self) -> _Positions:
-        # Without drop_last every batch counts (the last may be short); with it, full ones only.
-        n, size = self._size(), self.batch_size
-        usable = n // size if self.drop_last else -(-n // size)
-        return _Positions(usable, self.num_replicas, self.rank, self.drop_last)
-
-    def _remaining(self, start: int) -> int:
-        return self._batches().count(start)
-
-    def _chunks(self, epoch: int, start: int):
-        view = _core.BatchView(self._order(epoch), self.batch_size, self.num_replicas,
-                               self.rank, self.drop_last)
-        numbers = self._batches().view(start)
-        for first in range(0, len(numbers), _BATCH_CHUNK):
-            yield [view.global_indices(numbers[j])
-                   for j in range(first, min(first + _BATCH_CHUNK, len(numbers)))]
+        self.sampler = _EpochForwarder(self, size)
 
 
-class DistributedBatchSampler(_BatchSamplerBase):
+class DistributedBatchSampler(_Batches):
     """A distributed ``BatchSampler``: the epoch's global order (PyTorch's ``order="torch"`` or
     the random-access ``"feistel"``) is cut into batches of ``batch_size`` and the batches are
     dealt to ranks, so the list of batches does not depend on the world size. Each rank gets
@@ -325,45 +328,27 @@ class DistributedBatchSampler(_BatchSamplerBase):
     ``drop_last`` floor(full batches / W). Use as ``DataLoader(dataset, batch_sampler=...)``.
     ``feistel_version``: as distsampler.torch.DistributedSampler's."""
 
-    def __init__(self, dataset, batch_size: int, num_replicas: Optional[int] = None,
+    def __init__(self, dataset: Any, batch_size: int, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = False,
                  randperm: str = "auto", check_agreement: bool = True,
-                 process_group=None, feistel_version: int = 2) -> None:
-        super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
-                         process_group)
+                 process_group: Any = None, feistel_version: int = 2) -> None:
+        self._init_batches(batch_size, num_replicas, rank, drop_last, len(dataset))
         self.dataset, self.shuffle, self.seed = dataset, bool(shuffle), seed
-        self.order = check_order(order)
-        self.feistel_version = check_feistel_version(feistel_version)
-        self._built_size = len(dataset)
-        self._randperm = _randperm(randperm)
-        # Validates seed, order and sizes now, without building a shuffled order.
-        _core.make_epoch_order(len(dataset), operator.index(seed), False, order, self._randperm, 0,
-                               feistel_version=self.feistel_version)
-        len(self)
+        self.order, self.feistel_version = order, feistel_version
+        self._built_size, self._randperm = len(dataset), randperm_variant(randperm)
+        self._init_shell(auto_epoch, check_agreement, process_group)
 
-    def _size(self) -> int:
-        return self._built_size
+    def _policy(self) -> Any:
+        return _core.batch_policy(self._built_size, operator.index(self.seed), self.shuffle,
+                                  self.order, self._randperm, self.feistel_version,
+                                  self.batch_size, self.num_replicas, self.rank, self.drop_last)
 
-    def _dataset_size(self):
-        return len(self.dataset), self._built_size
-
-    def _order(self, epoch: int):
-        return _core.make_epoch_order(self._built_size, operator.index(self.seed), self.shuffle,
-                                      self.order, self._randperm, epoch,
-                                      feistel_version=self.feistel_version)
-
-    def _config(self) -> Dict[str, Any]:
-        # feistel_version only where it is not 1 (feistel_version_entry): older states lack it.
-        applies = self.order == "feistel" and self.shuffle
-        version = feistel_version_entry(self.feistel_version if applies else 1)
-        return {"size": self._built_size, "batch_size": self.batch_size,
-                "seed": operator.index(self.seed), "shuffle": self.shuffle,
-                "drop_last": self.drop_last, "order": self.order,
-                "randperm": self._randperm.name, **version}
+    def _before_pass(self) -> None:
+        self._check_size(len(self.dataset), self._built_size)
 
 
-class BucketedBatchSampler(_BatchSamplerBase):
+class BucketedBatchSampler(_Batches):
     """Length-bucketed distributed batches for variable-length sequences: the epoch's shuffled
     order is cut into windows of ``window_batches * batch_size`` samples, each window sorted by
     (length, index) and cut into batches, and the batches shuffled; then dealt to ranks as
@@ -374,27 +359,16 @@ class BucketedBatchSampler(_BatchSamplerBase):
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, window_batches: int = 64,
                  auto_epoch: bool = False, check_agreement: bool = True,
-                 process_group=None) -> None:
-        super().__init__(batch_size, num_replicas, rank, drop_last, auto_epoch, check_agreement,
-                         process_group)
+                 process_group: Any = None) -> None:
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.cpu().numpy()
         self.lengths = _uint_array("lengths", lengths)
-        self.window_batches = _uint("window_batches", window_batches, 1)
+        self._init_batches(batch_size, num_replicas, rank, drop_last, len(self.lengths))
+        self.window_batches = check_uint64("window_batches", window_batches, 1)
         self.seed = seed
-        # Validates batch_size, window_batches and seed now (on no samples: cheap), and the rest.
-        _core.make_bucketed_order(np.zeros(0, dtype=np.uint64), self.batch_size,
-                                  self.window_batches, operator.index(seed), 0)
-        len(self)
+        self._init_shell(auto_epoch, check_agreement, process_group)
 
-    def _size(self) -> int:
-        return len(self.lengths)
-
-    def _order(self, epoch: int):
-        return _core.make_bucketed_order(self.lengths, self.batch_size, self.window_batches,
-                                         operator.index(self.seed), epoch)
-
-    def _config(self) -> Dict[str, Any]:
-        return {"lengths": _digest(self.lengths), "size": len(self.lengths),
-                "batch_size": self.batch_size, "window_batches": self.window_batches,
-                "seed": operator.index(self.seed), "drop_last": self.drop_last}
+    def _policy(self) -> Any:
+        return _core.bucketed_policy(self.lengths, self.batch_size, self.window_batches,
+                                     operator.index(self.seed), self.num_replicas, self.rank,
+                                     self.drop_last)

@@ -29,50 +29,29 @@ for that only: without it (torch 2 runs without it) the sampler iterates index b
 ``order="feistel"`` selects the random-access order: O(1) memory per rank whatever the dataset
 size (PyTorch's order needs the whole permutation on every rank).
 """
-import operator
 import warnings
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
-import torch.distributed as dist
 import torch.utils.data.distributed
 
 from . import _core
-from ._passes import (CheckpointMismatch, CoreArgs, PassSampler, SeedOverflowError,
-                      check_feistel_version, check_order, check_uint64, checked_epoch,
-                      fill_chunks, gather_in_step, import_numpy, randperm_variant,
-                      spans_group)
 from ._loader import DataLoader
+from ._passes import (CheckpointMismatch, SeedOverflowError, Shell, gather_in_step,
+                      import_numpy, randperm_variant, resolve_world, spans_group)
 
 __all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
            "SeedOverflowError", "STATE_VERSION"]
 
-# The format of state_dict(). load_state_dict() also reads version 1 (no checksum, same world
-# size when written), converting it.
+# The format of state_dict() (state_dict.h's kSamplerStateDictVersion); load_state_dict() also
+# reads version 1 (no checksum, same world size when written), converting it.
 STATE_VERSION = 2
-
-# Indices computed per call into C++ while iterating (128 KiB of uint64; the chunk's list of
-# Python ints, about 0.6 MB, stays in cache, which larger chunks measurably lose).
-_CHUNK = 1 << 14
-_EPOCH_MAX = 2**64 - 1
-# Version 1's configuration fields, which a version-1 state must match (a frozen format, not the
-# fingerprint: version 1 predates it).
-_V1_CONFIG_FIELDS = ("size", "world_size", "seed", "shuffle", "drop_last", "order", "randperm")
-# The fingerprint's fields (fingerprint.h's table), copied from the checksummed state as readable
-# entries.
-_FINGERPRINT_FIELDS = _core.FINGERPRINT_FIELDS
-# Readable entries that state_dict()s of earlier releases lack ("feistel_version": they predate
-# version 2 of the feistel order); the checksummed state decides them, reading the absent key as
-# the table's value when absent (_ABSENT, feistel_version 1). Every other entry is required.
-_OPTIONAL_FIELDS = ("feistel_version",)
-_ABSENT = _core.FINGERPRINT_ABSENT
 
 
 class ConfigurationMismatch(ValueError):
     """Raised on every rank when the ranks' sampler configurations differ."""
 
 
-class DistributedSampler(CoreArgs, PassSampler,
-                         torch.utils.data.distributed.DistributedSampler):
+class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler):
     """``torch.utils.data.DistributedSampler`` (a subclass of it) with the same constructor,
     attributes, errors and indices, plus:
 
@@ -115,68 +94,43 @@ class DistributedSampler(CoreArgs, PassSampler,
     the size the sampler was built for.
     """
 
-    def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
-                 order: str = "torch", auto_epoch: bool = False, randperm: str = "auto",
-                 check_agreement: bool = True, process_group=None, prefetch: bool = True,
-                 node_shared: bool = False, feistel_version: int = 2) -> None:
-        # PyTorch's checks and messages, in PyTorch's order.
-        if num_replicas is None:
-            if not dist.is_available():
-                raise RuntimeError("Requires distributed package to be available")
-            num_replicas = dist.get_world_size()
-        if rank is None:
-            if not dist.is_available():
-                raise RuntimeError("Requires distributed package to be available")
-            rank = dist.get_rank()
-        if rank >= num_replicas or rank < 0:
-            raise ValueError(
-                "Invalid rank {}, rank should be in the interval"
-                " [0, {}]".format(rank, num_replicas - 1))
-        num_replicas = check_uint64("num_replicas", num_replicas, 1)
-        randperm = randperm_variant(randperm)
-        check_order(order)
-        feistel_version = check_feistel_version(feistel_version)
+    def __init__(self, dataset: Any, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = False,
+                 randperm: str = "auto", check_agreement: bool = True,
+                 process_group: Any = None, prefetch: bool = True, node_shared: bool = False,
+                 feistel_version: int = 2) -> None:
+        num_replicas, rank = resolve_world(num_replicas, rank)  # PyTorch's checks and messages
         self.dataset = dataset
-        self._make_core(
-            _core.DistributedSampler, len(dataset), operator.index(num_replicas),
-            operator.index(rank), operator.index(seed), bool(shuffle), bool(drop_last), order,
-            getattr(_core.RandpermVariant, randperm), feistel_version=feistel_version)
-        self._config_fields = {"size": len(dataset), "world_size": int(num_replicas),
-                               "seed": self._core.seed, "shuffle": bool(shuffle),
-                               "drop_last": bool(drop_last), "order": order,
-                               "randperm": randperm}
-        self._rank = int(rank)
-        self._prefetch = bool(prefetch)
-        self._node_shared = bool(node_shared)
-        self._init_passes(auto_epoch, check_agreement, process_group)
-        self._agreed = False        # check_configuration passed once: the config is immutable
+        self._options = dict(size=len(dataset), world_size=num_replicas, rank=rank, seed=seed,
+                             shuffle=bool(shuffle), drop_last=bool(drop_last), order=order,
+                             randperm=randperm_variant(randperm),
+                             feistel_version=feistel_version)
+        self._prefetch, self._node_shared = bool(prefetch), bool(node_shared)
+        self._agreed = False  # check_configuration passed once: the configuration is immutable
+        self._init_shell(auto_epoch, check_agreement, process_group)
+
+    _cpp_attributes = ("_core", "_plain", "_prefetcher")
+    _seed_overflow = SeedOverflowError
+
+    def _policy(self) -> Any:
+        self._plain = _core.plain_policy("drop_in", **self._options)
+        return self._plain
 
     # PyTorch's attributes, read-only: the configuration lives in C++.
-    num_replicas = property(lambda self: self._config_fields["world_size"])
-    rank = property(lambda self: self._rank)
-    shuffle = property(lambda self: self._config_fields["shuffle"])
-    seed = property(lambda self: self._config_fields["seed"])
-    drop_last = property(lambda self: self._config_fields["drop_last"])
-    num_samples = property(lambda self: self._core.num_samples)
-    total_size = property(lambda self: self._core.total_size)
-    order = property(lambda self: self._config_fields["order"])
+    num_replicas = property(lambda self: self._options["world_size"])
+    rank = property(lambda self: self._options["rank"])
+    shuffle = property(lambda self: self._options["shuffle"])
+    seed = property(lambda self: self._plain.sampler.seed)
+    drop_last = property(lambda self: self._options["drop_last"])
+    num_samples = property(lambda self: self._plain.sampler.num_samples)
+    total_size = property(lambda self: self._plain.sampler.total_size)
+    order = property(lambda self: self._options["order"])
     # 1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint).
-    feistel_version = property(lambda self: _core.fingerprint(self._core).feistel_version)
-
-    def _remaining(self, start: int) -> int:
-        return self._core.remaining(start)
-
-    _cpp_attributes = ("_core", "_prefetcher")
-
-    def _view(self, epoch: int, start: int, source=None) -> "_core.RankView":
-        try:
-            return (source or self._core).epoch(epoch, start)
-        except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's error
-            raise SeedOverflowError(str(error)) from error
+    feistel_version = property(lambda self: self._plain.config["feistel_version"])
 
     @property
-    def prefetching(self) -> "_core.PrefetchingSampler":
+    def prefetching(self) -> Any:
         """The C++ PrefetchingSampler that serves passes (prefetch.h): with ``prefetch=True``
         and the shuffled torch order, epoch e + 1's permutation is built on a background thread
         while epoch e is read (at most two permutations alive), so the next pass starts without
@@ -192,18 +146,13 @@ class DistributedSampler(CoreArgs, PassSampler,
                                   "OMPI_COMM_WORLD_LOCAL_RANK/LOCAL_SIZE, a SLURM step's "
                                   "SLURM_LOCALID/SLURM_NODEID/SLURM_STEP_TASKS_PER_NODE): each "
                                   "rank builds its own permutation", RuntimeWarning, stacklevel=3)
-            prefetcher = self._prefetcher = _core.PrefetchingSampler(self._core, self._prefetch,
-                                                                     node)
+            prefetcher = self._prefetcher = _core.PrefetchingSampler(self._plain.sampler,
+                                                                     self._prefetch, node)
+            self._plain.set_source(prefetcher)
         return prefetcher
 
-    def _chunks(self, epoch: int, start: int):
-        view = self._view(epoch, start, self.prefetching)
-        return fill_chunks(len(view), view.fill, _CHUNK, view.__getitem__)
-
-    def _dataset_size(self) -> Optional[Tuple[int, int]]:
-        return len(self.dataset), self._config_fields["size"]
-
-    def _before_first_pass(self) -> None:
+    def _before_pass(self) -> None:
+        self._check_size(len(self.dataset), self._options["size"])
         # Only a sampler that spans the group checks by itself: one built for fewer replicas
         # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
         # collective would wait forever. check_configuration() checks any layout explicitly.
@@ -211,8 +160,9 @@ class DistributedSampler(CoreArgs, PassSampler,
                                             self._process_group):
             self.check_configuration(self._process_group)
             self._agreed = True
+        self.prefetching  # the passes read their views from it
 
-    def check_configuration(self, group=None) -> None:
+    def check_configuration(self, group: Any = None) -> None:
         """Collective over ``group`` (default: the default process group): every rank gathers
         every rank's configuration fingerprint (size, seed, shuffle, drop_last, order and its
         algorithm; never the world size or rank) and, when any field differs, every rank raises
@@ -220,7 +170,7 @@ class DistributedSampler(CoreArgs, PassSampler,
         e.g. ``seed differs across ranks: 0 on ranks 0, 2, 3; 7 on rank 1``. The first pass
         calls it once per sampler when ``check_agreement`` is set and ``torch.distributed`` is
         initialized."""
-        mine = _core.encode_state(_core.make_state(self._core, 0, 0))
+        mine = _core.encode_state(_core.make_state(self._plain.sampler, 0, 0))
         gathered = gather_in_step("check_configuration", mine, group, ConfigurationMismatch)
         message = _core.describe_disagreement(
             [_core.decode_state(theirs).config for theirs in gathered])
@@ -228,7 +178,7 @@ class DistributedSampler(CoreArgs, PassSampler,
             raise ConfigurationMismatch(
                 "the sampler configuration differs across ranks, refusing to start: " + message)
 
-    def indices(self, epoch: int) -> "numpy.ndarray":
+    def indices(self, epoch: int) -> Any:
         """This rank's whole share of `epoch` at once, as an int64 numpy array: what iterating
         after ``set_epoch(epoch)`` yields from the epoch's start (``torch.from_numpy`` takes it as
         is). Computed in C++ with the GIL released, into the array only: no Python ints. A pure
@@ -236,7 +186,10 @@ class DistributedSampler(CoreArgs, PassSampler,
         state are neither read nor changed. Costs n / num_replicas * 8 bytes; iterate instead to
         stay in O(1) memory. Needs numpy (ModuleNotFoundError without it)."""
         np = import_numpy("DistributedSampler.indices")
-        view = self._view(checked_epoch(epoch), 0)
+        try:
+            view = self._plain.sampler.epoch(self._checked_epoch(epoch), 0)
+        except IndexError as error:  # seed + epoch beyond 2^64 - 1: PyTorch's error
+            raise SeedOverflowError(str(error)) from error
         out = np.empty(len(view), dtype=np.uint64)
         view.fill(0, out)  # C++, GIL released
         return out.view(np.int64)  # every index is below size <= 2^63
@@ -253,9 +206,7 @@ class DistributedSampler(CoreArgs, PassSampler,
         * ``consumed``: global positions of that epoch's order the job has read, all ranks
           together: a pass started at C that handed out k indices on each rank gives
           C + k * world_size (the same on every rank, so rank 0 can save it). Read through
-          distsampler.data.DataLoader, k counts what the training loop received; read by a
-          plain torch DataLoader with workers (which fetches ahead), a state taken mid-pass
-          warns that it counts what was handed out.
+          distsampler.data.DataLoader, k counts what the training loop received.
         * ``world_size``: the number of ranks of the job that saved it, for information: any
           number of ranks resumes from it.
         * ``algorithm_version``, ``size``, ``seed``, ``shuffle``, ``drop_last``, ``uneven``,
@@ -265,34 +216,7 @@ class DistributedSampler(CoreArgs, PassSampler,
           normalized). States of earlier releases lack ``feistel_version`` and load as
           version 1.
         """
-        epoch, consumed = self._position()
-        state = _core.make_state(self._core, epoch, consumed)
-        readable = dict(_core.fingerprint_fields(state.config))
-        return {"version": STATE_VERSION, "epoch": epoch, "consumed": consumed,
-                "world_size": self.num_replicas, **readable,
-                "state": _core.state_to_json(state)}
-
-    def _parse_state(self, state) -> Tuple[int, int, str]:
-        if not isinstance(state, dict):
-            raise ValueError(f"state must be a dict from state_dict(), not {type(state).__name__}")
-        if isinstance(state.get("kind"), str):
-            raise ValueError(f"state kind = {state['kind']!r}: a {state['kind']}'s state_dict(), "
-                             "not a DistributedSampler's")
-        version = state.get("version")
-        if type(version) is int and version == 1:
-            core_state = self._from_version_1(state)
-        elif type(version) is int and version == STATE_VERSION:
-            core_state = self._from_version_2(state)
-        else:
-            raise ValueError(f"state version = {version!r} is not supported; allowed: 1, "
-                             f"{STATE_VERSION}")
-        here = _core.fingerprint(self._core)
-        fields = _core.differing_fields(core_state.config, here)
-        if fields:
-            raise ValueError("state does not match this sampler's configuration: " + "; ".join(
-                f"state {key} = {core_state.config.field_value(key)} but this sampler's {key} = "
-                f"{here.field_value(key)}" for key in fields))
-        return core_state.epoch, core_state.consumed, repr(core_state.config)
+        return Shell.state_dict(self)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from a state_dict(), saved with this or any other number of ranks: the next
@@ -310,58 +234,4 @@ class DistributedSampler(CoreArgs, PassSampler,
         CheckpointMismatch when the epochs, positions or configurations differ, or when one
         rank's state was rejected.
         """
-        PassSampler.load_state_dict(self, state)
-
-    def _from_version_2(self, state: Dict[str, Any]) -> "_core.SamplerState":
-        missing = [key for key in ("state", "epoch", "consumed", "world_size")
-                   + _FINGERPRINT_FIELDS if key not in state and key not in _OPTIONAL_FIELDS]
-        if missing:
-            raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
-        text = state["state"]
-        if type(text) is not str:
-            raise ValueError(f"state state = {text!r} is not the state's JSON text")
-        core_state = _core.state_from_json(text)  # ValueError on a corrupt or foreign state
-        expected = {"epoch": core_state.epoch, "consumed": core_state.consumed,
-                    **dict(_core.fingerprint_fields(core_state.config))}
-        for key, value in expected.items():
-            if key in _OPTIONAL_FIELDS and key not in state:
-                continue  # the checksummed state decides
-            if type(state[key]) is not type(value):
-                raise ValueError(f"state {key} = {state[key]!r} has type "
-                                 f"{type(state[key]).__name__}; allowed: {type(value).__name__}, "
-                                 "as state_dict() writes it")
-            if state[key] != value:
-                raise ValueError(f"state {key} = {state[key]!r} disagrees with the checksummed "
-                                 f"state's {key} = {value!r} (the 'state' entry): the state was "
-                                 "edited or is corrupt")
-        world_size = state["world_size"]
-        if type(world_size) is not int or world_size < 1:
-            raise ValueError(f"state world_size = {world_size!r} is not a positive int")
-        return core_state
-
-    def _from_version_1(self, state: Dict[str, Any]) -> "_core.SamplerState":
-        missing = [key for key in ("epoch", "consumed") + _V1_CONFIG_FIELDS if key not in state]
-        if missing:
-            raise ValueError(f"state is missing {', '.join(missing)}; expected a state_dict()")
-        for key in (k for k in _V1_CONFIG_FIELDS if k != "world_size"):  # any world size loads
-            value = self._config_fields[key]
-            if state[key] != value or type(state[key]) is not type(value):
-                raise ValueError(f"state {key} = {state[key]!r} does not match this sampler's "
-                                 f"{key} = {value!r}")
-        version = _ABSENT["feistel_version"]  # what a state written before the field means
-        if self.order == "feistel" and self.feistel_version != version:
-            raise ValueError("state order = 'feistel' is a version-1 state (written before "
-                             "feistel_version 2 existed) but this sampler's feistel_version = "
-                             f"{self.feistel_version}; allowed: feistel_version={version}")
-        epoch, consumed, world_size = state["epoch"], state["consumed"], state["world_size"]
-        if type(world_size) is not int or world_size < 1:
-            raise ValueError(f"state world_size = {world_size!r} is not a positive int")
-        if type(epoch) is not int or not 0 <= epoch <= _EPOCH_MAX:
-            raise ValueError(f"state epoch = {epoch!r} is out of range; allowed: an int in "
-                             "[0, 2^64 - 1]")
-        size = self._config_fields["size"]
-        limit = size if self.drop_last else size + world_size - 1
-        if type(consumed) is not int or not 0 <= consumed <= limit:
-            raise ValueError(f"state consumed = {consumed!r} is out of range; allowed: an int in "
-                             f"[0, {limit}] for size = {size}, world_size = {world_size}")
-        return _core.make_state(self._core, epoch, consumed)
+        Shell.load_state_dict(self, state)

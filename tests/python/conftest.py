@@ -11,6 +11,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Every skip, with its reason, to DISTSAMPLER_SKIP_LOG (tests/skip_log.py; scripts/test.sh prints it).
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from skip_log import pytest_runtest_logreport  # noqa: E402,F401
+# tests/golden's regenerating scripts, which the tests share the cases of.
+sys.path.append(os.path.join(ROOT, "tests", "golden"))
 
 
 def pytest_report_header(config):

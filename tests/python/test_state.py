@@ -156,7 +156,7 @@ class FakeGroup:
 
 def fingerprint_bytes(**kwargs):
     sampler = DistributedSampler(range(100), 4, 0, **kwargs)
-    return _core.encode_state(_core.make_state(sampler._core, 0, 0))
+    return _core.encode_state(_core.make_state(sampler._plain.sampler, 0, 0))
 
 
 def test_agreement_runs_once_per_sampler(monkeypatch):

@@ -12,7 +12,8 @@ import torch  # noqa: E402  (a dependency of the suite: missing, it fails)
 import torch.utils.data as tud  # noqa: E402
 
 from distsampler import _core  # noqa: E402
-from distsampler.torch import _CHUNK, STATE_VERSION, DistributedSampler  # noqa: E402
+from distsampler._core import PASS_CHUNK as _CHUNK  # noqa: E402  (indices per chunk)
+from distsampler.torch import STATE_VERSION, DistributedSampler  # noqa: E402
 
 
 def both(size, world_size, rank, seed=0, shuffle=True, drop_last=False, **ours):
@@ -371,7 +372,7 @@ def test_state_fields():
                      "drop_last": True, "uneven": False, "order": "feistel",
                      "randperm": "current", "feistel_rounds": 8, "feistel_version": 2}
     assert json.loads(text)["crc32"] == _core.crc32(_core.encode_state(_core.make_state(
-        sampler._core, 0, 0))[:56])
+        sampler._plain.sampler, 0, 0))[:56])
 
 
 def good_state():

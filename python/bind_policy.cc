@@ -1,0 +1,284 @@
+// bind_policy.cc: policy.h and state_dict.h in Python: the one pass sampler every sampler of the
+// package is a shell over (PassSampler), its pass as chunks of Python items, and state dicts.
+#include <Python.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "distsampler/policy.h"
+#include "distsampler/state_dict.h"
+
+namespace distsampler {
+namespace python {
+
+DictValue to_dict_value(py::handle value) {
+  const std::string type_name = py::str(py::type::handle_of(value).attr("__name__"));
+  PyObject* o = value.ptr();
+  if (o == Py_None) return DictValue::none();
+  if (PyBool_Check(o)) return DictValue::boolean(o == Py_True);
+  if (PyLong_CheckExact(o)) return DictValue::integer_text(py::str(value));
+  if (PyFloat_CheckExact(o)) return DictValue::real(PyFloat_AsDouble(o));
+  if (PyUnicode_Check(o)) {
+    DictValue v = DictValue::string(value.cast<std::string>());
+    v.type_name = type_name;
+    return v;
+  }
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    std::vector<DictValue> items;
+    for (py::handle item : value) items.push_back(to_dict_value(item));
+    DictValue v = DictValue::list(std::move(items));
+    v.type_name = type_name;
+    return v;
+  }
+  if (PyDict_Check(o)) {
+    DictValue v = DictValue::dict();
+    for (auto item : value.cast<py::dict>()) {
+      if (!PyUnicode_Check(item.first.ptr())) return DictValue::other(py::repr(value), type_name);
+      v.set(item.first.cast<std::string>(), to_dict_value(item.second));
+    }
+    v.type_name = type_name;
+    return v;
+  }
+  return DictValue::other(py::repr(value), type_name);
+}
+
+py::object from_dict_value(const DictValue& v) {
+  using Type = DictValue::Type;
+  switch (v.type) {
+    case Type::kNone: return py::none();
+    case Type::kBool: return py::bool_(v.flag);
+    case Type::kInt:
+      return py::reinterpret_steal<py::object>(PyLong_FromString(v.text.c_str(), nullptr, 10));
+    case Type::kFloat: return py::float_(v.number);
+    case Type::kString: return py::str(v.text);
+    case Type::kOther: return py::str(v.text);
+    case Type::kList: {
+      py::list out;
+      for (const DictValue& item : v.items) out.append(from_dict_value(item));
+      return std::move(out);
+    }
+    case Type::kDict: {
+      py::dict out;
+      for (const auto& [key, item] : v.entries) out[py::str(key)] = from_dict_value(item);
+      return std::move(out);
+    }
+  }
+  return py::none();
+}
+
+namespace {
+
+// The first chunk of a pass is small: the first item comes after one short fill, not after a
+// whole chunk's Python objects.
+constexpr uint64_t kFirstChunk = 256;
+constexpr uint64_t kIndexChunk = uint64_t{1} << 14;  // 128 KiB of uint64, its ints stay in cache
+constexpr uint64_t kBatchChunk = 256;
+
+// What the live pass handed out, as its chunks count it: the chunks before the current one plus
+// what was taken from the current list iterator, which knows how much of it is left.
+struct Progress {
+  uint64_t serial = 0;
+  uint64_t before = 0;
+  uint64_t size = 0;
+  py::object current;  // the current chunk's list iterator
+  uint64_t handed() const {
+    if (!current) return before;
+    const Py_ssize_t left = PyObject_LengthHint(current.ptr(), 0);
+    return before + size - static_cast<uint64_t>(left < 0 ? 0 : left);
+  }
+};
+
+// A PolicySampler with the progress of the pass Python is reading.
+struct BoundSampler {
+  PolicySampler core;
+  std::shared_ptr<Progress> live;
+  PolicySampler& synced() {
+    if (live) core.set_handed(live->serial, live->handed());
+    return core;
+  }
+};
+
+// One pass as an iterator of chunk iterators (itertools.chain.from_iterable reads it): each
+// chunk's items are computed in C++ without the GIL, then made Python objects in one list.
+class PassChunks {
+ public:
+  PassChunks(PolicySampler::Started started, ItemShape shape, std::shared_ptr<Progress> progress)
+      : s_(std::move(started)), shape_(shape), progress_(std::move(progress)) {}
+  const PolicySampler::Started& started() const { return s_; }
+  uint64_t total() const { return s_.items->size(); }
+
+  py::object next() {
+    const uint64_t total = s_.items->size();
+    if (first_ >= total) throw py::stop_iteration();
+    const uint64_t limit = first_ == 0 ? kFirstChunk
+                                       : (shape_ == ItemShape::kBatch ? kBatchChunk : kIndexChunk);
+    const uint64_t count = std::min(limit, total - first_);
+    py::list items(static_cast<py::ssize_t>(count));
+    if (shape_ == ItemShape::kBatch) {
+      for (uint64_t j = 0; j < count; ++j) {
+        std::vector<uint64_t> batch;
+        {
+          py::gil_scoped_release release;
+          batch = s_.items->batch(first_ + j);
+        }
+        items[j] = py::cast(batch);
+      }
+    } else {
+      const uint64_t width = shape_ == ItemShape::kIndex ? 1 : 2;
+      buffer_.resize(count * width);
+      {
+        py::gil_scoped_release release;
+        s_.items->fill(first_, count, buffer_.data());
+      }
+      for (uint64_t j = 0; j < count; ++j) {
+        const auto at = static_cast<Py_ssize_t>(j);
+        if (shape_ == ItemShape::kIndex) {
+          PyList_SET_ITEM(items.ptr(), at, PyLong_FromUnsignedLongLong(buffer_[j]));
+          continue;
+        }
+        // (index, is_real) or (dataset, index).
+        py::object head = py::reinterpret_steal<py::object>(
+            PyLong_FromUnsignedLongLong(buffer_[2 * j]));
+        py::object tail = py::reinterpret_steal<py::object>(
+            shape_ == ItemShape::kIndexMask ? PyBool_FromLong(static_cast<long>(buffer_[2 * j + 1]))
+                                            : PyLong_FromUnsignedLongLong(buffer_[2 * j + 1]));
+        PyList_SET_ITEM(items.ptr(), at, PyTuple_Pack(2, head.ptr(), tail.ptr()));
+      }
+    }
+    first_ += count;
+    progress_->before += progress_->size;
+    progress_->size = count;
+    progress_->current = items.attr("__iter__")();
+    return progress_->current;
+  }
+
+ private:
+  PolicySampler::Started s_;
+  ItemShape shape_;
+  std::shared_ptr<Progress> progress_;
+  uint64_t first_ = 0;
+  std::vector<uint64_t> buffer_;
+};
+
+}  // namespace
+
+void bind_policy(py::module_& m) {
+  m.attr("PASS_FIRST_CHUNK") = kFirstChunk;
+  m.attr("PASS_CHUNK") = kIndexChunk;
+  py::enum_<ItemShape>(m, "ItemShape")
+      .value("index", ItemShape::kIndex)
+      .value("index_mask", ItemShape::kIndexMask)
+      .value("pair", ItemShape::kPair)
+      .value("batch", ItemShape::kBatch);
+
+  py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy", "A sampling policy (policy.h)")
+      .def_property_readonly("kind", &Policy::kind)
+      .def_property_readonly("config", [](const Policy& p) { return from_dict_value(p.config()); })
+      .def_property_readonly("world_size", &Policy::world_size)
+      .def_property_readonly("shape", &Policy::shape)
+      .def("remaining", &Policy::remaining, py::arg("start"),
+           "Items this rank reads in a pass starting at global position `start`");
+
+  py::class_<PlainPolicy, Policy, std::shared_ptr<PlainPolicy>>(
+      m, "PlainPolicy", "The samplers over DistributedSampler (policy.h)")
+      .def_property_readonly("sampler", &PlainPolicy::sampler, py::return_value_policy::copy)
+      .def("set_source", &PlainPolicy::set_source, py::arg("source"),
+           "Read views from a PrefetchingSampler of the same options");
+
+  py::class_<PassChunks>(m, "PassChunks", "One pass's items, chunk by chunk")
+      .def_property_readonly("epoch", [](const PassChunks& c) { return c.started().epoch; })
+      .def_property_readonly("start", [](const PassChunks& c) { return c.started().start; })
+      .def_property_readonly("serial", [](const PassChunks& c) { return c.started().serial; })
+      .def_property_readonly("notice", [](const PassChunks& c) { return c.started().notice; })
+      .def_property_readonly("total", &PassChunks::total)
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &PassChunks::next);
+
+  py::class_<BoundSampler>(m, "PassSampler",
+                           "The one pass sampler (policy.h): passes, progress and checkpoints")
+      .def(py::init([](std::shared_ptr<Policy> policy, bool auto_epoch) {
+             return BoundSampler{PolicySampler(std::move(policy), auto_epoch), nullptr};
+           }),
+           py::arg("policy"), py::arg("auto_epoch") = false)
+      .def(py::init([](std::shared_ptr<Policy> policy, const PassCursor& cursor) {
+             return BoundSampler{PolicySampler(std::move(policy), cursor.state()), nullptr};
+           }),
+           py::arg("policy"), py::arg("cursor"))
+      .def_property_readonly("cursor",
+                             [](BoundSampler& b) {
+                               b.synced().position();  // the live pass's progress, in the cursor
+                               return PassCursor(b.core.cursor().state());
+                             })
+      .def_property_readonly("auto_epoch",
+                             [](const BoundSampler& b) { return b.core.cursor().auto_epoch(); })
+      .def_property_readonly("epoch", [](const BoundSampler& b) { return b.core.cursor().epoch(); })
+      .def_property_readonly("resume_at",
+                             [](const BoundSampler& b) { return b.core.cursor().resume_at(); })
+      .def_property_readonly("serial", [](const BoundSampler& b) { return b.core.serial(); })
+      .def_property_readonly("tracked", [](const BoundSampler& b) { return b.core.tracked(); })
+      .def_property_readonly(
+          "live_total",
+          [](const BoundSampler& b) -> py::object {
+            const auto& live = b.core.cursor().live();
+            if (live) return py::int_(live->total);
+            return py::none();
+          })
+      .def("remaining", [](const BoundSampler& b, uint64_t start) {
+        return b.core.policy().remaining(start);
+      }, py::arg("start"))
+      .def("set_epoch", [](BoundSampler& b, uint64_t epoch) { b.synced().set_epoch(epoch); },
+           py::arg("epoch"))
+      .def("skip_finished", [](BoundSampler& b) { return b.core.skip_finished(); })
+      .def(
+          "start",
+          [](BoundSampler& b) {
+            PolicySampler::Started started;
+            {
+              py::gil_scoped_release release;  // builds the epoch's order
+              started = b.core.start();
+            }
+            b.live = std::make_shared<Progress>();
+            b.live->serial = started.serial;
+            return PassChunks(std::move(started), b.core.policy().shape(), b.live);
+          },
+          "Starts the next pass (its epoch and start decided now) and returns its chunks")
+      .def(
+          "mark",
+          [](BoundSampler& b) {
+            return py::make_tuple(b.core.serial(), b.live ? b.live->handed() : 0);
+          },
+          "(pass, items handed out): what a loader snapshots when it dispatches a batch")
+      .def("receive", [](BoundSampler& b, uint64_t serial, uint64_t count) {
+        b.core.receive(serial, count);
+      }, py::arg("serial"), py::arg("count"),
+           "The loop received pass `serial`'s first `count` items (a loader's report)")
+      .def("receive_all", [](BoundSampler& b, uint64_t serial) { b.core.receive_all(serial); },
+           py::arg("serial"))
+      .def("position", [](BoundSampler& b) {
+        const Position p = b.synced().position();
+        return py::make_tuple(p.epoch, p.consumed);
+      }, "(epoch, consumed) a checkpoint taken now records")
+      .def("state_dict", [](BoundSampler& b) { return from_dict_value(b.synced().state_dict()); })
+      .def(
+          "parse_state",
+          [](const BoundSampler& b, py::handle state) {
+            std::string summary;
+            const Position p = b.core.parse_state(to_dict_value(state), &summary);
+            return py::make_tuple(p.epoch, p.consumed, summary);
+          },
+          py::arg("state"),
+          "(epoch, consumed, configuration) of a state dict for this sampler; raises ValueError "
+          "naming the entry, changing nothing")
+      .def("load", [](BoundSampler& b, uint64_t epoch, uint64_t consumed) {
+        b.core.load(Position{epoch, consumed});
+        b.live.reset();
+      }, py::arg("epoch"), py::arg("consumed"));
+}
+
+}  // namespace python
+}  // namespace distsampler
