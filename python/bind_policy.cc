@@ -176,6 +176,30 @@ void bind_policy(py::module_& m) {
       .value("pair", ItemShape::kPair)
       .value("batch", ItemShape::kBatch);
 
+  m.def(
+      "worker_state_dict",
+      [](uint64_t epoch, uint64_t start, uint64_t yielded, py::handle where) {
+        return from_dict_value(worker_state_dict({epoch, start, yielded}, to_dict_value(where)));
+      },
+      py::arg("epoch"), py::arg("start"), py::arg("yielded"), py::arg("where"));
+  m.def(
+      "parse_worker_state",
+      [](py::handle state, py::handle where) {
+        const WorkerPosition p = parse_worker_state(to_dict_value(state), to_dict_value(where));
+        return py::make_tuple(p.epoch, p.start, p.yielded);
+      },
+      py::arg("state"), py::arg("where"), "(epoch, start, yielded); ValueError naming the entry");
+  m.def(
+      "loader_state_dict",
+      [](uint64_t batches) { return from_dict_value(loader_state_dict(batches)); },
+      py::arg("batches"));
+  m.def(
+      "parse_loader_state",
+      [](py::handle state, const std::string& entry) {
+        return parse_loader_state(to_dict_value(state), entry);
+      },
+      py::arg("state"), py::arg("entry"), "The state's batches; ValueError naming the entry");
+
   py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy", "A sampling policy (policy.h)")
       .def_property_readonly("kind", &Policy::kind)
       .def_property_readonly("config", [](const Policy& p) { return from_dict_value(p.config()); })

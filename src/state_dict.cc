@@ -553,4 +553,84 @@ SamplerState parse_sampler_state(const DictValue& state, const DistributedSample
   return s;
 }
 
+// ---- Worker iterators and the DataLoader ---------------------------------------------------------
+
+namespace {
+
+// repr(value) cut at 200 characters, as f"{value!r:.200}".
+std::string short_repr(const DictValue& value) { return python_repr(value).substr(0, 200); }
+
+bool is_version(const DictValue& state, uint64_t version) {
+  const DictValue* v = state.find("version");
+  return v != nullptr && ((is_int(*v) && v->text == std::to_string(version)) ||
+                          (v->type == Type::kBool && v->flag && version == 1));
+}
+
+}  // namespace
+
+DictValue worker_state_dict(const WorkerPosition& p, const DictValue& where) {
+  DictValue state = DictValue::dict();
+  state.set("version", DictValue::integer(kWorkerStateVersion))
+      .set("epoch", DictValue::integer(p.epoch))
+      .set("start", DictValue::integer(p.start))
+      .set("yielded", DictValue::integer(p.yielded));
+  for (const auto& [key, value] : where.entries) state.set(key, value);
+  return state;
+}
+
+WorkerPosition parse_worker_state(const DictValue& state, const DictValue& where) {
+  if (state.type != Type::kDict || !is_version(state, kWorkerStateVersion)) {
+    fail("iterator state must be a DistributedIterableDataset iterator's state_dict() of version " +
+         std::to_string(kWorkerStateVersion) + ", not " + short_repr(state));
+  }
+  const DictValue none;
+  for (const auto& [key, mine] : where.entries) {
+    const DictValue* theirs = state.find(key);
+    if (theirs == nullptr || !same_value(*theirs, mine)) {
+      fail("iterator state " + key + " = " + python_repr(theirs ? *theirs : none) +
+           " but this worker's " + key + " = " + python_repr(mine) +
+           ": a worker's state resumes on the same world size, rank and num_workers "
+           "(distsampler.data.DataLoader resumes on any world size)");
+    }
+  }
+  uint64_t values[3] = {0, 0, 0};
+  const char* keys[3] = {"epoch", "start", "yielded"};
+  for (int i = 0; i < 3; ++i) {
+    const DictValue* v = state.find(keys[i]);
+    if (v == nullptr || !v->as_u64(values[i])) {
+      fail(std::string("iterator state ") + keys[i] + " = " + python_repr(v ? *v : none) +
+           " is out of range; allowed: an int in [0, 2^64 - 1]");
+    }
+  }
+  return WorkerPosition{values[0], values[1], values[2]};
+}
+
+DictValue loader_state_dict(uint64_t batches) {
+  DictValue state = DictValue::dict();
+  state.set("version", DictValue::integer(kLoaderStateVersion))
+      .set("batches", DictValue::integer(batches));
+  return state;
+}
+
+uint64_t parse_loader_state(const DictValue& state, std::string_view entry) {
+  if (state.type != Type::kDict || !is_version(state, kLoaderStateVersion)) {
+    fail("state must be a DataLoader.state_dict() of version " +
+         std::to_string(kLoaderStateVersion) + ", not " + short_repr(state));
+  }
+  const DictValue* batches = state.find("batches");
+  uint64_t out = 0;
+  if (batches == nullptr || !batches->as_u64(out)) {
+    fail("state batches = " + (batches ? python_repr(*batches) : std::string("None")) +
+         " is out of range; allowed: an int >= 0");
+  }
+  if (entry == "dataset" && state.find(entry) == nullptr) {
+    fail("state has no 'dataset' entry: it was not saved by a DataLoader over a "
+         "DistributedIterableDataset");
+  }
+  if (entry == "sampler" && state.find(entry) == nullptr) {
+    fail("state has no 'sampler' entry: it was saved by a DataLoader whose sampler has no state");
+  }
+  return out;
+}
+
 }  // namespace distsampler

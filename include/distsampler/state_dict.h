@@ -86,6 +86,27 @@ DictValue sampler_state_dict(const SamplerState& state, uint64_t world_size);
 // std::invalid_argument naming the entry.
 SamplerState parse_sampler_state(const DictValue& state, const DistributedSampler& sampler);
 
+// ---- The iterable adapter's worker iterators, and distsampler.data.DataLoader -------------------
+//
+// A worker iterator's state (torchdata's StatefulDataLoader keeps one per worker): {"version": 1,
+// "epoch", "start", "yielded"} and `where` (world size, rank, worker, workers, configuration),
+// which the loading worker must match.
+inline constexpr uint64_t kWorkerStateVersion = 1;
+struct WorkerPosition {
+  uint64_t epoch = 0;
+  uint64_t start = 0;
+  uint64_t yielded = 0;
+};
+DictValue worker_state_dict(const WorkerPosition& position, const DictValue& where);
+WorkerPosition parse_worker_state(const DictValue& state, const DictValue& where);
+
+// The DataLoader's state: {"version": 1, "batches"} plus its source's state under `entry`
+// ("sampler" or "dataset", added by the loader). parse_loader_state returns the batches and
+// checks that `entry` (when not empty) is there.
+inline constexpr uint64_t kLoaderStateVersion = 1;
+DictValue loader_state_dict(uint64_t batches);
+uint64_t parse_loader_state(const DictValue& state, std::string_view entry);
+
 // The Python type and value of a fingerprint field: an int, a bool or a str.
 DictValue field_dict_value(const FingerprintField& row, const Fingerprint& f);
 

@@ -28,9 +28,8 @@ import torch.multiprocessing
 import torch.utils.data
 from torch.utils.data import dataloader as _torch_loader
 
+from . import _core
 from ._workers import GUARDS_WORKERS, GuardedContext
-
-LOADER_STATE_VERSION = 1
 
 _T_co = TypeVar("_T_co", covariant=True)
 
@@ -256,7 +255,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         package's samplers, so rank 0 can save it. Right after load_state_dict it is the loaded
         state."""
         tracker = self._tracker
-        state: Dict[str, Any] = {"version": LOADER_STATE_VERSION, "batches": tracker.batches}
+        state: Dict[str, Any] = _core.loader_state_dict(tracker.batches)
         source = tracker.source
         if tracker.adapter is not None:
             state["dataset"] = tracker.adapter.state_dict()
@@ -271,24 +270,14 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         """Resumes from a state_dict(): the next pass starts after the batches already received
         (for the package's samplers on any number of ranks). Raises ValueError for a state that
         does not fit this loader, changing nothing."""
-        if not isinstance(state, dict) or state.get("version") != LOADER_STATE_VERSION:
-            raise ValueError(f"state must be a DataLoader.state_dict() of version "
-                             f"{LOADER_STATE_VERSION}, not {state!r:.200}")
-        batches = state.get("batches")
-        if type(batches) is not int or batches < 0:
-            raise ValueError(f"state batches = {batches!r} is out of range; allowed: an int >= 0")
         tracker = self._tracker
         source: Optional[Any] = tracker.source
         stateful = source is not None and hasattr(source, "load_state_dict")
+        entry = "dataset" if tracker.adapter is not None else "sampler" if stateful else ""
+        batches = _core.parse_loader_state(state, entry)  # state_dict.h's format
         if tracker.adapter is not None:
-            if "dataset" not in state:
-                raise ValueError("state has no 'dataset' entry: it was not saved by a DataLoader "
-                                 "over a DistributedIterableDataset")
             tracker.adapter.load_state_dict(state["dataset"])
         elif stateful:
-            if "sampler" not in state:
-                raise ValueError("state has no 'sampler' entry: it was saved by a DataLoader "
-                                 "whose sampler has no state")
             source.load_state_dict(state["sampler"])
         tracker.snapshots.clear()
         tracker.received, tracker.base, tracker.resumed, tracker.skipping = 0, batches, batches, 0

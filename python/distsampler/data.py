@@ -26,8 +26,6 @@ from ._passes import (CheckpointMismatch, SeedOverflowError, Shell, check_uint64
 
 __all__ = ["DataLoader", "DistributedIterableDataset", "CheckpointMismatch"]
 
-_ITERATOR_STATE_VERSION = 1
-
 
 class DistributedIterableDataset(Shell, IterableDataset):  # type: ignore[type-arg]
     """A map-style ``dataset`` as an IterableDataset for data-parallel training: this rank's
@@ -182,25 +180,11 @@ class _WorkerShare:
                 "config": adapter._plain.config}
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"version": _ITERATOR_STATE_VERSION, "epoch": self._epoch, "start": self._start,
-                "yielded": self._yielded, **self._where()}
+        state: Dict[str, Any] = _core.worker_state_dict(self._epoch, self._start, self._yielded,
+                                                        self._where())
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues where a worker of the same rank, world size and num_workers stood; raises
-        ValueError naming the field otherwise, changing nothing."""
-        if not isinstance(state, dict) or state.get("version") != _ITERATOR_STATE_VERSION:
-            raise ValueError(f"iterator state must be a DistributedIterableDataset iterator's "
-                             f"state_dict() of version {_ITERATOR_STATE_VERSION}, not "
-                             f"{state!r:.200}")
-        for key, mine in self._where().items():
-            if state.get(key) != mine:
-                raise ValueError(
-                    f"iterator state {key} = {state.get(key)!r} but this worker's {key} = "
-                    f"{mine!r}: a worker's state resumes on the same world size, rank and "
-                    "num_workers (distsampler.data.DataLoader resumes on any world size)")
-        fields = [(key, state.get(key)) for key in ("epoch", "start", "yielded")]
-        for key, value in fields:
-            if type(value) is not int or not 0 <= value < 2**64:
-                raise ValueError(f"iterator state {key} = {value!r} is out of range; allowed: "
-                                 "an int in [0, 2^64 - 1]")
-        self._seek(*(value for _, value in fields))
+        ValueError naming the field otherwise, changing nothing (state_dict.h's format)."""
+        self._seek(*_core.parse_worker_state(state, self._where()))
