@@ -31,9 +31,10 @@ DistributedSampler make_sampler(uint64_t size, uint64_t world_size, uint64_t ran
 }  // namespace
 
 void bind_sampler(py::module_& m) {
-  py::enum_<RandpermVariant>(m, "RandpermVariant")
-      .value("current", RandpermVariant::kCurrent)
-      .value("classic", RandpermVariant::kClassic);
+  py::enum_<RandpermVariant> randperm(m, "RandpermVariant");
+  for (const VariantRow<RandpermVariant>& row : kRandpermVariants) {
+    randperm.value(row.name, row.value);
+  }
 
   py::class_<RankView>(m, "RankView")
       .def("__len__", &RankView::size)
