@@ -35,24 +35,6 @@ std::vector<uint64_t> sampler_output(const py::object& sampler, uint64_t epoch) 
   return out;
 }
 
-// The order and the Feistel version as PyTorch-facing code may pass them: a name, and an int
-// (a str or a bool is not a version).
-std::string order_name(const py::object& order) {
-  if (!py::isinstance<py::str>(order)) {
-    throw std::invalid_argument("order = " + std::string(py::repr(order)) +
-                                " is not an order; allowed: 'torch', 'feistel'");
-  }
-  return order.cast<std::string>();
-}
-
-int feistel_version_of(const py::object& version) {
-  if (!PyLong_CheckExact(version.ptr())) {
-    throw std::invalid_argument("feistel_version = " + std::string(py::repr(version)) +
-                                " is not a version; allowed: 1, 2");
-  }
-  return version.cast<int>();
-}
-
 }  // namespace
 
 void bind_policies(py::module_& m) {
@@ -65,9 +47,9 @@ void bind_policies(py::module_& m) {
          bool with_mask) {
         SamplerOptions o;
         o.size = size, o.world_size = world_size, o.rank = rank, o.seed = to_seed(seed);
-        o.shuffle = shuffle, o.drop_last = drop_last, o.order = parse_order_kind(order_name(order));
+        o.shuffle = shuffle, o.drop_last = drop_last, o.order = parse_order_kind(order_argument(order));
         o.randperm = randperm, o.uneven = uneven;
-        o.feistel_version = feistel_version_of(feistel_version);
+        o.feistel_version = feistel_version_argument(feistel_version);
         const PlainPolicy::Kind k = kind == "eval"       ? PlainPolicy::Kind::kEval
                                     : kind == "iterable" ? PlainPolicy::Kind::kIterable
                                                          : PlainPolicy::Kind::kDropIn;
@@ -136,10 +118,10 @@ void bind_policies(py::module_& m) {
         const OrderOptions o{size,
                              to_seed(seed),
                              shuffle,
-                             parse_order_kind(order_name(order)),
+                             parse_order_kind(order_argument(order)),
                              randperm,
                              FeistelPermutation::kVersionDefaultRounds,
-                             feistel_version_of(feistel_version)};
+                             feistel_version_argument(feistel_version)};
         return batch_policy(o, batch_size, RankCut{world_size, rank, drop_last});
       },
       py::arg("size"), py::arg("seed"), py::arg("shuffle"), py::arg("order"), py::arg("randperm"),

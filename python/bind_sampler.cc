@@ -32,18 +32,10 @@ DistributedSampler make_sampler(uint64_t size, uint64_t world_size, uint64_t ran
 }  // namespace
 
 void bind_sampler(py::module_& m) {
-  py::enum_<RandpermVariant>(m, "RandpermVariant")
-      .value("current", RandpermVariant::kCurrent)
-      .value("classic", RandpermVariant::kClassic);
-  m.def(
-      "parse_randperm",
-      [](const std::string& name) {
-        if (name == "current") return RandpermVariant::kCurrent;
-        if (name == "classic") return RandpermVariant::kClassic;
-        throw std::invalid_argument("randperm = '" + name +
-                                    "' is not a variant; allowed: 'auto', 'current', 'classic'");
-      },
-      py::arg("name"));
+  py::enum_<RandpermVariant> randperm(m, "RandpermVariant");
+  for (const VariantRow<RandpermVariant>& row : kRandpermVariants) {
+    randperm.value(row.name, row.value);
+  }
 
   py::class_<RankView>(m, "RankView")
       .def("__len__", &RankView::size)

@@ -63,6 +63,11 @@ py::array_t<T> to_array(const std::vector<T>& values) {
 DictValue to_dict_value(py::handle value);
 py::object from_dict_value(const DictValue& value);
 
+// The order and the Feistel version as Python passes them, checked against their variant tables
+// (bind_order.cc): ValueError naming the parameter, the value and the allowed ones.
+std::string order_argument(const py::handle& order);
+int feistel_version_argument(const py::handle& version);
+
 void bind_sampler(py::module_& m);   // sampler.h, partition.h
 void bind_dist(py::module_& m);      // dist/node_order.h
 void bind_prefetch(py::module_& m);  // prefetch.h

@@ -1,17 +1,20 @@
-// device_check_avx512.cc: every gather kernel of both Feistel versions against operator(), on
+// device_check_avx512.cc: every gather kernel of every Feistel version against operator(), on
 // this CPU, with no dependency beyond a C++17 compiler. Built and run by device_check_avx512.sh
 // (read its header); exits 1 on any mismatch.
 //
-// Per version (1, 2) and level (portable = the SSE2 build on x86-64, sse4.1, avx2, avx512): every
-// position of sizes around each power of two up to 2^23 and of 10^7 (stride 1, several keys),
-// windows at random starts with strides and counts around the kernels' blocks, stride 0, and
-// windows of sizes up to 2^63 (the 64-bit position paths). The expected values come from the
-// scalar operator() once per case; each kernel the CPU runs is compared with them ("match", or
-// "MISMATCH:<cases>" and the first few cases), a level it lacks is reported as not available.
+// Per version (each row of kFeistelVersions) and level (portable = the SSE2 build on x86-64,
+// sse4.1, avx2, avx512): every position of sizes around each power of two up to 2^23 and of 10^7
+// (stride 1, several keys), windows at random starts with strides and counts around the
+// kernels' blocks, stride 0, and windows of sizes up to 2^63 (the 64-bit position paths). The
+// expected values come from the scalar operator() once per case; each kernel the CPU runs is
+// compared with them ("match", or "MISMATCH:<cases>" and the first few cases), a level it lacks
+// is reported as not available.
 // Then ns per index of each kernel at n = 10^7.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -24,7 +27,8 @@ using distsampler::FeistelPermutation;
 using distsampler::detail::SimdLevel;
 namespace detail = distsampler::detail;
 
-constexpr int kVersions[] = {FeistelPermutation::kVersion1, FeistelPermutation::kVersion2};
+using distsampler::FeistelVersionRow;
+using distsampler::kFeistelVersions;
 constexpr uint64_t kCanary = 0xdeadbeefcafef00dull;
 
 struct Tally {
@@ -33,8 +37,11 @@ struct Tally {
   uint64_t mismatched_cases = 0;
 };
 
-// tally[version - 1][level]
-Tally tally[2][4];
+// tally[version's row of kFeistelVersions][level]
+Tally tally[std::size(kFeistelVersions)][4];
+size_t version_index(int version) {
+  return static_cast<size_t>(&distsampler::check_feistel_version(version) - kFeistelVersions);
+}
 int level_index(SimdLevel level) { return static_cast<int>(level); }
 
 // Compares every supported kernel's gather(first, stride, count) with operator() on `p`.
@@ -44,7 +51,7 @@ void check_case(const FeistelPermutation& p, uint64_t first, uint64_t stride, ui
   std::vector<uint64_t> out(count + 1);
   for (SimdLevel level : detail::kSimdLevels) {
     if (!detail::simd_level_supported(level)) continue;
-    Tally& t = tally[p.version() - 1][level_index(level)];
+    Tally& t = tally[version_index(p.version())][level_index(level)];
     out.assign(count + 1, kCanary);
     p.gather(first, stride, count, out.data(), level);
     ++t.cases;
@@ -168,22 +175,23 @@ int main() {
               detail::simd_level_verified(SimdLevel::kAvx512) ? "yes" : "no");
   std::fflush(stdout);
 
-  for (int version : kVersions) {
-    check_whole_orders(version);
-    check_windows(version);
+  for (const FeistelVersionRow& row : kFeistelVersions) {
+    check_whole_orders(row.value);
+    check_windows(row.value);
   }
 
   bool ok = true, avx512_ran = false, avx512_matched = true;
   std::printf("\n%-3s %-9s %-9s %8s %14s %14s\n", "ver", "kernel", "result", "cases", "indices",
               "ns/index@1e7");
-  for (int version : kVersions) {
+  for (const FeistelVersionRow& row : kFeistelVersions) {
+    const int version = row.value;
     for (SimdLevel level : detail::kSimdLevels) {
       const char* name = detail::simd_level_name(level);
       if (!detail::simd_level_supported(level)) {
         std::printf("v%-2d %-9s not available on this CPU\n", version, name);
         continue;
       }
-      const Tally& t = tally[version - 1][level_index(level)];
+      const Tally& t = tally[version_index(version)][level_index(level)];
       const bool matched = t.mismatched_cases == 0 && t.cases > 0;
       ok = ok && matched;
       if (level == SimdLevel::kAvx512) {

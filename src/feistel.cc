@@ -3,8 +3,11 @@
 // The versions are src/feistel_v1*.cc and src/feistel_v2*.cc.
 #include "distsampler/feistel.h"
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <variant>
 
 #include "feistel_internal.h"
 
@@ -95,6 +98,29 @@ SimdLevel best_simd_level() {
 
 }  // namespace detail
 
+namespace {
+
+constexpr std::string_view kVersionNoun = "a version";
+
+// Impl's alternative `index` (kFeistelVersions' row `index`), constructed in place.
+template <class Impl, size_t I = 0>
+Impl construct_alternative(size_t index, uint64_t n, uint64_t seed, uint64_t epoch, int rounds) {
+  if constexpr (I + 1 < std::variant_size_v<Impl>) {
+    if (index != I) return construct_alternative<Impl, I + 1>(index, n, seed, epoch, rounds);
+  }
+  return Impl(std::in_place_index<I>, n, seed, epoch, rounds);
+}
+
+}  // namespace
+
+const FeistelVersionRow& check_feistel_version(int version, std::string_view parameter) {
+  return detail::check_variant(kFeistelVersions, version, parameter, kVersionNoun);
+}
+
+int parse_feistel_version(std::string_view text, std::string_view parameter) {
+  return detail::parse_variant(kFeistelVersions, text, parameter, kVersionNoun).value;
+}
+
 FeistelPermutation::Impl FeistelPermutation::make(uint64_t n, uint64_t seed, uint64_t epoch,
                                                   int rounds, int version) {
   if (n > kMaxSize) {
@@ -107,13 +133,10 @@ FeistelPermutation::Impl FeistelPermutation::make(uint64_t n, uint64_t seed, uin
                                 " is out of range; allowed: 1 <= rounds <= " +
                                 std::to_string(kMaxRounds) + ", or 0 for the version's default");
   }
-  if (version != kVersion1 && version != kVersion2) {
-    throw std::invalid_argument("version = " + std::to_string(version) +
-                                " is not a Feistel order version; allowed: 1, 2");
-  }
-  if (rounds == kVersionDefaultRounds) rounds = default_rounds(version);
-  if (version == kVersion1) return Impl(std::in_place_index<0>, n, seed, epoch, rounds);
-  return Impl(std::in_place_index<1>, n, seed, epoch, rounds);
+  const FeistelVersionRow& row = check_feistel_version(version, "version");
+  if (rounds == kVersionDefaultRounds) rounds = row.default_rounds;
+  return construct_alternative<Impl>(static_cast<size_t>(&row - kFeistelVersions), n, seed, epoch,
+                                     rounds);
 }
 
 FeistelPermutation::FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds,

@@ -4,13 +4,16 @@
 // (state_codec.cc) and the Python binding all walk this table, so a new field is one row here.
 #include "distsampler/fingerprint.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "distsampler/feistel.h"
 #include "distsampler/torch_random.h"
+#include "distsampler/variants.h"
 
 namespace distsampler {
 namespace {
@@ -19,8 +22,54 @@ using detail::state_error;
 
 std::string text_of(bool value) { return value ? "true" : "false"; }
 
-const char* randperm_name(RandpermVariant v) {
-  return v == RandpermVariant::kClassic ? "classic" : "current";
+// The byte code of `value`'s row (the value is checked before encoding: check_normalized).
+template <class Row, size_t N, class T>
+FieldCode code_of(const Row (&table)[N], T value) {
+  const Row* row = detail::find_variant(table, value);
+  return FieldCode{row != nullptr ? row->code : 0u};
+}
+
+// The row of byte code `code`, or "state: <field> = <code>; allowed: 0 (torch), 1 (feistel)".
+template <class Row, size_t N>
+const Row& row_of_code(const Row (&table)[N], const char* field, uint64_t code) {
+  const Row* row = detail::find_variant_code(table, code);
+  if (row == nullptr) {
+    state_error(std::string(field) + " = " + std::to_string(code) +
+                "; allowed: " + detail::variant_codes(table));
+  }
+  return *row;
+}
+
+// The row named `text` in a JSON state, or "state: JSON <field> = '<text>'; allowed: <names>".
+template <class Row, size_t N>
+const Row& row_of_name(const Row (&table)[N], const char* field, const std::string& text) {
+  const Row* row = detail::find_variant_name(table, text);
+  if (row == nullptr) {
+    state_error("JSON " + std::string(field) + " = '" + text +
+                "'; allowed: " + detail::variant_names(table));
+  }
+  return *row;
+}
+
+// The Feistel version a state without the field means (code 0), and the others, "2".
+const FeistelVersionRow& absent_feistel_version() {
+  return *detail::find_variant_code(kFeistelVersions, 0);
+}
+std::string written_feistel_versions() {
+  std::string out;
+  for (const FeistelVersionRow& row : kFeistelVersions) {
+    if (row.code != 0) out += (out.empty() ? "" : ", ") + std::string(row.name);
+  }
+  return out;
+}
+std::string written_feistel_version_codes() {
+  std::string out;
+  for (const FeistelVersionRow& row : kFeistelVersions) {
+    if (row.code != 0) {
+      out += ", " + std::to_string(row.code) + " (feistel version " + row.name + ")";
+    }
+  }
+  return out;
 }
 
 // The text of an unsigned JSON value (the reader has checked that it is one).
@@ -79,38 +128,22 @@ std::vector<FingerprintField> make_fields() {
        [](const std::string& text, bool, Fingerprint& f) { f.uneven = text == "true"; }},
       {"order", FieldKind::kName,
        [](const Fingerprint& f) { return std::string(to_string(f.order)); }, nullptr, nullptr, 16,
-       1, -1,
-       [](const Fingerprint& f) { return FieldCode{f.order == OrderKind::kFeistel ? 1u : 0u}; },
+       1, -1, [](const Fingerprint& f) { return code_of(kOrderKinds, f.order); },
        [](FieldCode c, Fingerprint& f) {
-         if (c.value > 1) {
-           state_error("order = " + std::to_string(c.value) + "; allowed: 0 (torch), 1 (feistel)");
-         }
-         f.order = c.value == 1 ? OrderKind::kFeistel : OrderKind::kTorch;
+         f.order = row_of_code(kOrderKinds, "order", c.value).value;
        },
        [](const std::string& text, bool, Fingerprint& f) {
-         if (text != "torch" && text != "feistel") {
-           state_error("JSON order = '" + text + "'; allowed: torch, feistel");
-         }
-         f.order = text == "torch" ? OrderKind::kTorch : OrderKind::kFeistel;
+         f.order = row_of_name(kOrderKinds, "order", text).value;
        }},
       {"randperm", FieldKind::kName,
-       [](const Fingerprint& f) { return std::string(randperm_name(f.randperm)); }, nullptr,
+       [](const Fingerprint& f) { return std::string(to_string(f.randperm)); }, nullptr,
        &randperm_matters, 17, 1, -1,
-       [](const Fingerprint& f) {
-         return FieldCode{f.randperm == RandpermVariant::kClassic ? 1u : 0u};
-       },
+       [](const Fingerprint& f) { return code_of(kRandpermVariants, f.randperm); },
        [](FieldCode c, Fingerprint& f) {
-         if (c.value > 1) {
-           state_error("randperm = " + std::to_string(c.value) +
-                       "; allowed: 0 (current), 1 (classic)");
-         }
-         f.randperm = c.value == 1 ? RandpermVariant::kClassic : RandpermVariant::kCurrent;
+         f.randperm = row_of_code(kRandpermVariants, "randperm", c.value).value;
        },
        [](const std::string& text, bool, Fingerprint& f) {
-         if (text != "current" && text != "classic") {
-           state_error("JSON randperm = '" + text + "'; allowed: current, classic");
-         }
-         f.randperm = text == "classic" ? RandpermVariant::kClassic : RandpermVariant::kCurrent;
+         f.randperm = row_of_name(kRandpermVariants, "randperm", text).value;
        }},
       {"feistel_rounds", FieldKind::kUnsigned,
        [](const Fingerprint& f) { return std::to_string(f.feistel_rounds); }, nullptr, nullptr, 19,
@@ -122,23 +155,29 @@ std::vector<FingerprintField> make_fields() {
          if (rounds > 255) state_error("JSON feistel_rounds = " + text + " is out of range");
          f.feistel_rounds = static_cast<int>(rounds);
        }},
-      // Came after format version 1: states without it were version 1 (or not feistel).
+      // Came after format version 1: states without it were version 1 (or not feistel). Its
+      // codes and which versions are written: kFeistelVersions (feistel.h).
       {"feistel_version", FieldKind::kUnsigned,
-       [](const Fingerprint& f) { return std::to_string(f.feistel_version); }, "1", nullptr, 20, 1,
-       -1, [](const Fingerprint& f) { return FieldCode{static_cast<uint64_t>(f.feistel_version)}; },
+       [](const Fingerprint& f) { return std::to_string(f.feistel_version); },
+       absent_feistel_version().name, nullptr, 20, 1, -1,
+       [](const Fingerprint& f) { return code_of(kFeistelVersions, f.feistel_version); },
        [](FieldCode c, Fingerprint& f) {
-         if (c.value != 2 || f.order != OrderKind::kFeistel) {
+         const FeistelVersionRow* row = detail::find_variant_code(kFeistelVersions, c.value);
+         if (row == nullptr || row->code == 0 || f.order != OrderKind::kFeistel) {
            state_error("feistel version byte = " + std::to_string(c.value) +
-                       "; allowed: 0 (version 1, or not feistel), 2 (feistel version 2)");
+                       "; allowed: 0 (version " + absent_feistel_version().name +
+                       ", or not feistel)" + written_feistel_version_codes());
          }
-         f.feistel_version = 2;
+         f.feistel_version = row->value;
        },
        [](const std::string& text, bool present, Fingerprint& f) {
-         if (present && (text != "2" || f.order != OrderKind::kFeistel)) {
-           state_error("JSON feistel_version = " + text +
-                       "; allowed: 2 with order feistel (absent means version 1)");
+         const FeistelVersionRow* row = detail::find_variant_name(kFeistelVersions, text);
+         if (row == nullptr || (present && (row->code == 0 || f.order != OrderKind::kFeistel))) {
+           state_error("JSON feistel_version = " + text + "; allowed: " +
+                       written_feistel_versions() + " with order feistel (absent means version " +
+                       absent_feistel_version().name + ")");
          }
-         f.feistel_version = static_cast<int>(unsigned_of(text));
+         f.feistel_version = row->value;
        }},
   };
 }

@@ -118,21 +118,16 @@ class FeistelOrder final : public EpochOrder {
 
 }  // namespace
 
-std::string_view to_string(OrderKind kind) {
-  switch (kind) {
-    case OrderKind::kTorch:
-      return "torch";
-    case OrderKind::kFeistel:
-      return "feistel";
-  }
-  return "unknown";
-}
+constexpr std::string_view kOrderNoun = "an order";
+
+std::string_view to_string(OrderKind kind) { return detail::variant_name(kOrderKinds, kind); }
 
 OrderKind parse_order_kind(std::string_view text, std::string_view parameter) {
-  if (text == "torch") return OrderKind::kTorch;
-  if (text == "feistel") return OrderKind::kFeistel;
-  throw std::invalid_argument(std::string(parameter) + " = '" + std::string(text) +
-                              "' is not an order; allowed: torch, feistel");
+  return detail::parse_variant(kOrderKinds, text, parameter, kOrderNoun).value;
+}
+
+void check_order_kind(OrderKind kind, std::string_view parameter) {
+  detail::check_variant(kOrderKinds, kind, parameter, kOrderNoun);
 }
 
 void validate(const OrderOptions& options) {
@@ -141,26 +136,15 @@ void validate(const OrderOptions& options) {
         "size = " + std::to_string(options.size) +
         " is too large; allowed: size <= 2^63 = " + std::to_string(FeistelPermutation::kMaxSize));
   }
-  if (options.kind != OrderKind::kTorch && options.kind != OrderKind::kFeistel) {
-    throw std::invalid_argument("order = " + std::to_string(static_cast<int>(options.kind)) +
-                                " is not an order; allowed: torch, feistel");
-  }
-  if (options.randperm != RandpermVariant::kCurrent &&
-      options.randperm != RandpermVariant::kClassic) {
-    throw std::invalid_argument("randperm = " + std::to_string(static_cast<int>(options.randperm)) +
-                                " is not a variant; allowed: current, classic");
-  }
+  check_order_kind(options.kind, "order");
+  check_randperm_variant(options.randperm, "randperm");
   if (options.feistel_rounds < 0 || options.feistel_rounds > FeistelPermutation::kMaxRounds) {
     throw std::invalid_argument("feistel_rounds = " + std::to_string(options.feistel_rounds) +
                                 " is out of range; allowed: 1 <= feistel_rounds <= " +
                                 std::to_string(FeistelPermutation::kMaxRounds) +
                                 ", or 0 for the version's default");
   }
-  if (options.feistel_version != FeistelPermutation::kVersion1 &&
-      options.feistel_version != FeistelPermutation::kVersion2) {
-    throw std::invalid_argument("feistel_version = " + std::to_string(options.feistel_version) +
-                                " is not a version; allowed: 1, 2");
-  }
+  check_feistel_version(options.feistel_version, "feistel_version");
 }
 
 std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, uint64_t epoch) {

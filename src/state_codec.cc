@@ -36,11 +36,14 @@
 
 #include "distsampler/state.h"
 
+#include "distsampler/feistel.h"
+#include "distsampler/order.h"
+#include "distsampler/partition.h"
+
 namespace distsampler {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'S', 'S', 'T', 'A', 'T', 'E', '\0'};
-constexpr uint64_t kMaxSize = uint64_t{1} << 63;
 constexpr int kFlagsOffset = 18;
 constexpr int kReservedOffset = 21;
 constexpr int kReservedBytes = 3;
@@ -110,48 +113,48 @@ uint64_t get(std::string_view in, size_t offset, int bytes) {
   return v;
 }
 
-// Throws unless the fingerprint is one that fingerprint() could have produced.
+// Throws unless the fingerprint is one that fingerprint() could have produced: an order and a
+// partition their own validate() accepts (their messages, prefixed "state: "), with the fields
+// that do not apply to the order at their normalized values (those of Fingerprint{}).
 void check_normalized(const Fingerprint& f) {
   if (f.algorithm_version != kOrderAlgorithmVersion) {
     fail("algorithm_version = " + std::to_string(f.algorithm_version) +
          " is not supported; this build implements algorithm version " +
          std::to_string(kOrderAlgorithmVersion));
   }
-  if (f.size > kMaxSize) {
-    fail("size = " + std::to_string(f.size) + " is too large; allowed: size <= 2^63");
+  Partition partition;
+  partition.size = f.size;
+  partition.drop_last = f.drop_last;
+  partition.uneven = f.uneven;
+  try {
+    validate(OrderOptions{f.size, f.seed, f.shuffle, f.order, f.randperm, f.feistel_rounds,
+                          f.feistel_version});
+    partition.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
   }
-  if (f.order != OrderKind::kTorch && f.order != OrderKind::kFeistel) {
-    fail("order = " + std::to_string(static_cast<int>(f.order)) + " is not an order");
+  const Fingerprint normalized;
+  if (f.order == OrderKind::kTorch && f.feistel_rounds != normalized.feistel_rounds) {
+    fail("feistel_rounds = " + std::to_string(f.feistel_rounds) + " with order torch; allowed: " +
+         std::to_string(normalized.feistel_rounds) +
+         " (rounds apply to the feistel order only)");
   }
-  if (f.randperm != RandpermVariant::kCurrent && f.randperm != RandpermVariant::kClassic) {
-    fail("randperm = " + std::to_string(static_cast<int>(f.randperm)) + " is not a variant");
-  }
-  if (f.order == OrderKind::kTorch && f.feistel_rounds != 0) {
-    fail("feistel_rounds = " + std::to_string(f.feistel_rounds) +
-         " with order torch; allowed: 0 (rounds apply to the feistel order only)");
-  }
-  if (f.order == OrderKind::kTorch && f.feistel_version != FeistelPermutation::kVersion1) {
-    fail("feistel_version = " + std::to_string(f.feistel_version) +
-         " with order torch; allowed: 1 (the version applies to the feistel order only)");
+  if (f.order == OrderKind::kTorch && f.feistel_version != normalized.feistel_version) {
+    fail("feistel_version = " + std::to_string(f.feistel_version) + " with order torch; allowed: " +
+         std::to_string(normalized.feistel_version) +
+         " (the version applies to the feistel order only)");
   }
   if (f.order == OrderKind::kFeistel) {
-    if (f.feistel_version != FeistelPermutation::kVersion1 &&
-        f.feistel_version != FeistelPermutation::kVersion2) {
-      fail("feistel_version = " + std::to_string(f.feistel_version) +
-           " is not supported; allowed: 1, 2");
-    }
-    if (f.feistel_rounds < 1 || f.feistel_rounds > FeistelPermutation::kMaxRounds) {
+    if (f.feistel_rounds == FeistelPermutation::kVersionDefaultRounds) {
       fail("feistel_rounds = " + std::to_string(f.feistel_rounds) +
-           " is out of range; allowed: 1 <= feistel_rounds <= 32");
+           " with order feistel; allowed: 1 <= feistel_rounds <= " +
+           std::to_string(FeistelPermutation::kMaxRounds) + " (the rounds the order ran)");
     }
-    if (f.randperm != RandpermVariant::kCurrent) {
-      fail(
-          "randperm = classic with order feistel; allowed: current (randperm applies to the "
-          "torch order only)");
+    if (f.randperm != normalized.randperm) {
+      fail("randperm = " + std::string(to_string(f.randperm)) +
+           " with order feistel; allowed: " + std::string(to_string(normalized.randperm)) +
+           " (randperm applies to the torch order only)");
     }
-  }
-  if (f.uneven && f.drop_last) {
-    fail("uneven = true with drop_last = true; allowed: at most one of uneven and drop_last");
   }
   if (f.seed.negative() && (f.seed.bits() >> 63) == 0) fail("seed has an inconsistent sign");
 }

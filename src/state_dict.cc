@@ -484,7 +484,7 @@ SamplerState from_version_1(const DictValue& state, const DistributedSampler& sa
       {"drop_last", DictValue::boolean(o.drop_last)},
       {"order", DictValue::string(std::string(to_string(o.order)))},
       {"randperm",
-       DictValue::string(o.randperm == RandpermVariant::kClassic ? "classic" : "current")}};
+       DictValue::string(std::string(to_string(o.randperm)))}};
   for (const auto& [key, value] : mine) {
     const DictValue& given = at(state, key);
     if (given.type_name != value.type_name || !same_value(given, value)) {

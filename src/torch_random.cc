@@ -282,6 +282,20 @@ template void randperm_classic<uint64_t>(uint64_t, uint64_t, uint64_t*, bool);
 template void randperm_inside_out<uint64_t>(uint64_t, uint64_t, uint64_t*);
 }  // namespace detail
 
+constexpr std::string_view kRandpermNoun = "a variant";
+
+std::string_view to_string(RandpermVariant variant) {
+  return detail::variant_name(kRandpermVariants, variant);
+}
+
+RandpermVariant parse_randperm_variant(std::string_view text, std::string_view parameter) {
+  return detail::parse_variant(kRandpermVariants, text, parameter, kRandpermNoun).value;
+}
+
+void check_randperm_variant(RandpermVariant variant, std::string_view parameter) {
+  detail::check_variant(kRandpermVariants, variant, parameter, kRandpermNoun);
+}
+
 template void torch_randperm<uint32_t>(uint64_t, uint64_t, RandpermVariant, uint32_t*);
 template void torch_randperm<uint64_t>(uint64_t, uint64_t, RandpermVariant, uint64_t*);
 

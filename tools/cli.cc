@@ -214,32 +214,26 @@ SamplerOptions parse_order_flags(Flags& flags) {
   SamplerOptions options;
   options.size = flags.take_required_u64("--size");
   options.seed = Seed::parse(flags.take_string("--seed", "0"), "--seed");
-  options.order = parse_order_kind(flags.take_string("--order", "torch"), "--order");
+  const std::string order = flags.take_string("--order", std::string(to_string(options.order)));
+  options.order = parse_order_kind(order, "--order");
   const bool randperm_given = flags.has("--randperm");
-  const std::string randperm = flags.take_string("--randperm", "current");
+  const std::string randperm =
+      flags.take_string("--randperm", std::string(to_string(options.randperm)));
   if (randperm_given && options.order != OrderKind::kTorch) {
     throw UsageError("--randperm = '" + randperm + "' with --order " +
                      std::string(to_string(options.order)) +
                      "; allowed: --randperm with the torch order only");
   }
-  if (randperm == "current") {
-    options.randperm = RandpermVariant::kCurrent;
-  } else if (randperm == "classic") {
-    options.randperm = RandpermVariant::kClassic;
-  } else {
-    throw UsageError("--randperm = '" + randperm + "' is not a variant; allowed: current, classic");
-  }
+  options.randperm = parse_randperm_variant(randperm, "--randperm");
   const bool version_given = flags.has("--feistel-version");
-  const std::string version = flags.take_string("--feistel-version", "2");
+  const std::string version =
+      flags.take_string("--feistel-version", std::to_string(options.feistel_version));
   if (version_given && options.order != OrderKind::kFeistel) {
     throw UsageError("--feistel-version = '" + version + "' with --order " +
                      std::string(to_string(options.order)) +
                      "; allowed: --feistel-version with the feistel order only");
   }
-  if (version != "1" && version != "2") {
-    throw UsageError("--feistel-version = '" + version + "' is not a version; allowed: 1, 2");
-  }
-  options.feistel_version = version == "1" ? 1 : 2;
+  options.feistel_version = parse_feistel_version(version, "--feistel-version");
   options.shuffle = !flags.take_switch("--no-shuffle");
   options.drop_last = flags.take_switch("--drop-last");
   return options;

@@ -17,6 +17,7 @@
 #include "distsampler/seed.h"
 #include "distsampler/state.h"
 #include "distsampler/torch_random.h"
+#include "distsampler/variants.h"
 #include "distsampler/version.h"
 
 #endif  // DISTSAMPLER_DISTSAMPLER_H_

@@ -2,12 +2,16 @@
 #ifndef DISTSAMPLER_FEISTEL_H_
 #define DISTSAMPLER_FEISTEL_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <string_view>
 #include <utility>
 #include <variant>
 
 #include "distsampler/feistel_v1.h"
 #include "distsampler/feistel_v2.h"
+#include "distsampler/variants.h"
 
 namespace distsampler {
 
@@ -53,6 +57,33 @@ SimdLevel select_simd_level(const CpuFeatures& features);
 SimdLevel best_simd_level();
 }  // namespace detail
 
+// A version of the Feistel order: a VariantRow (the number, as a name for --feistel-version and
+// the JSON checkpoint, and its byte code) and the rounds it runs by default. Code 0 is the version
+// a checkpoint without the field means: states written before versions existed, and the torch
+// order's normalized value; it is written as byte 0 and no JSON key, every other version as its
+// code and its key.
+struct FeistelVersionRow {
+  int value;
+  const char* name;
+  uint8_t code;
+  int default_rounds;
+};
+
+// The versions, one row each; row i is built by FeistelPermutation's construction i (its Impl:
+// detail::FeistelV1, detail::FeistelV2). A new version is a row here and its type there.
+inline constexpr FeistelVersionRow kFeistelVersions[] = {
+    {1, "1", 0, detail::FeistelV1::kDefaultRounds},
+    {2, "2", 2, detail::FeistelV2::kDefaultRounds},
+};
+
+// The row of `version`, or std::invalid_argument
+// "<parameter> = 3 is not a version; allowed: 1, 2".
+const FeistelVersionRow& check_feistel_version(int version,
+                                               std::string_view parameter = "feistel_version");
+// The version named `text` ("2"), or std::invalid_argument
+// "<parameter> = '3' is not a version; allowed: 1, 2".
+int parse_feistel_version(std::string_view text, std::string_view parameter = "feistel_version");
+
 // A bijection of [0, n) chosen by (seed, epoch): the element at any position costs O(1) time and
 // memory, so one rank reading its n / W positions pays O(n / W) and never builds the whole order.
 // Two versions, each its own type, both kept bit for bit (a checkpoint names the one it was
@@ -81,13 +112,14 @@ class FeistelPermutation {
   static constexpr uint64_t kSmallSize = detail::FeistelV1::kSmallSize;
   static constexpr int kSmallSizeRounds = detail::FeistelV1::kSmallSizeRounds;
   static constexpr uint64_t kMaxSize = uint64_t{1} << 63;
-  // The versions of the construction; new orders take kDefaultVersion.
+  // The versions of the construction (kFeistelVersions' rows); new orders take kDefaultVersion.
   static constexpr int kVersion1 = 1;
   static constexpr int kVersion2 = 2;
   static constexpr int kDefaultVersion = kVersion2;
-  // kVersion1Rounds or kVersion2Rounds (version is 1 or 2).
+  // The version's default rounds (its kFeistelVersions row); 0 for a version that is no row.
   static constexpr int default_rounds(int version) {
-    return version == kVersion1 ? kVersion1Rounds : kVersion2Rounds;
+    const FeistelVersionRow* row = detail::find_variant(kFeistelVersions, version);
+    return row != nullptr ? row->default_rounds : 0;
   }
   // Version 2 shuffles sizes up to this exactly (a table of this many bytes).
   static constexpr uint64_t kExactSize = detail::FeistelV2::kExactSize;
@@ -109,7 +141,8 @@ class FeistelPermutation {
 
   FeistelPermutation() : FeistelPermutation(0, 0, 0) {}
   // rounds = kVersionDefaultRounds (0) takes default_rounds(version). Throws
-  // std::invalid_argument when n > 2^63, rounds is outside [0, 32] or version is not 1 or 2.
+  // std::invalid_argument when n > 2^63, rounds is outside [0, 32] or version is no row of
+  // kFeistelVersions.
   FeistelPermutation(uint64_t n, uint64_t seed, uint64_t epoch, int rounds = kVersionDefaultRounds,
                      int version = kDefaultVersion);
 
@@ -122,7 +155,7 @@ class FeistelPermutation {
   int rounds() const {
     return visit([](const auto& p) { return p.rounds(); });
   }
-  int version() const { return impl_.index() == 0 ? kVersion1 : kVersion2; }
+  int version() const { return kFeistelVersions[impl_.index()].value; }
 
   // The element at `position`; requires position < size().
   uint64_t operator()(uint64_t position) const {
@@ -148,12 +181,19 @@ class FeistelPermutation {
               detail::SimdLevel level) const;
 
  private:
+  // Alternative i builds kFeistelVersions[i].
   using Impl = std::variant<detail::FeistelV1, detail::FeistelV2>;
+  static_assert(std::variant_size_v<Impl> == std::size(kFeistelVersions),
+                "one construction per row of kFeistelVersions");
   static Impl make(uint64_t n, uint64_t seed, uint64_t epoch, int rounds, int version);
-  // f(the version's type): one branch on the version, inlined (operator() is on the hot path).
-  template <class F>
+  // f(the version's type): a branch per version, inlined (operator() is on the hot path).
+  template <size_t I = 0, class F>
   auto visit(F&& f) const -> decltype(f(std::declval<const detail::FeistelV1&>())) {
-    return impl_.index() == 0 ? f(*std::get_if<0>(&impl_)) : f(*std::get_if<1>(&impl_));
+    if constexpr (I + 1 == std::variant_size_v<Impl>) {
+      return f(*std::get_if<I>(&impl_));
+    } else {
+      return impl_.index() == I ? f(*std::get_if<I>(&impl_)) : visit<I + 1>(std::forward<F>(f));
+    }
   }
 
   Impl impl_;

@@ -10,6 +10,7 @@
 #include "distsampler/feistel.h"
 #include "distsampler/seed.h"
 #include "distsampler/torch_random.h"
+#include "distsampler/variants.h"
 
 namespace distsampler {
 
@@ -22,9 +23,20 @@ enum class OrderKind {
   kFeistel,
 };
 
-// "torch" / "feistel", and back; parse throws std::invalid_argument naming `parameter`.
+// The orders by name ("torch", "feistel": --order, Python's order=, the JSON checkpoint) and byte
+// code (the binary checkpoint's order byte): one row per kind.
+inline constexpr VariantRow<OrderKind> kOrderKinds[] = {
+    {OrderKind::kTorch, "torch", 0},
+    {OrderKind::kFeistel, "feistel", 1},
+};
+
+// "torch" / "feistel" ("unknown" for a value that is no row), and back: parse throws
+// std::invalid_argument "<parameter> = '<text>' is not an order; allowed: torch, feistel".
 std::string_view to_string(OrderKind kind);
 OrderKind parse_order_kind(std::string_view text, std::string_view parameter = "order");
+// Throws std::invalid_argument "<parameter> = 7 is not an order; allowed: ..." unless `kind` is a
+// row of kOrderKinds.
+void check_order_kind(OrderKind kind, std::string_view parameter = "order");
 
 // What fixes the order of every epoch. The world size is deliberately absent: an epoch's global
 // order never depends on how many ranks read it.
@@ -35,7 +47,7 @@ struct OrderOptions {
   OrderKind kind = OrderKind::kTorch;
   RandpermVariant randperm = RandpermVariant::kCurrent;            // kind == kTorch only
   int feistel_rounds = FeistelPermutation::kVersionDefaultRounds;  // kind == kFeistel; 0: default
-  int feistel_version = FeistelPermutation::kDefaultVersion;       // kind == kFeistel only: 1 or 2
+  int feistel_version = FeistelPermutation::kDefaultVersion;       // kind == kFeistel only
 };
 
 // One epoch's order: position p in [0, size) holds dataset index at(p).
@@ -55,8 +67,8 @@ class EpochOrder {
   uint64_t size_;
 };
 
-// Checks options (size <= 2^63, rounds in range, version 1 or 2) and throws std::invalid_argument
-// naming the field. Cheap; make_epoch_order calls it too.
+// Checks options (size <= 2^63, rounds in range, kind, randperm and version rows of their tables)
+// and throws std::invalid_argument naming the field. Cheap; make_epoch_order calls it too.
 void validate(const OrderOptions& options);
 
 // Builds epoch `epoch`'s order. For kTorch with shuffle this materializes torch.randperm and

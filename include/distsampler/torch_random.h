@@ -3,7 +3,10 @@
 #define DISTSAMPLER_TORCH_RANDOM_H_
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
+
+#include "distsampler/variants.h"
 
 namespace distsampler {
 
@@ -50,6 +53,22 @@ enum class RandpermVariant {
   // draws for every n.
   kClassic,
 };
+
+// The variants by name ("current", "classic": --randperm, Python's randperm=, the JSON
+// checkpoint) and byte code (the binary checkpoint's randperm byte): one row per variant.
+inline constexpr VariantRow<RandpermVariant> kRandpermVariants[] = {
+    {RandpermVariant::kCurrent, "current", 0},
+    {RandpermVariant::kClassic, "classic", 1},
+};
+
+// "current" / "classic" ("unknown" for a value that is no row), and back: parse throws
+// std::invalid_argument "<parameter> = '<text>' is not a variant; allowed: current, classic".
+std::string_view to_string(RandpermVariant variant);
+RandpermVariant parse_randperm_variant(std::string_view text,
+                                       std::string_view parameter = "randperm");
+// Throws std::invalid_argument "<parameter> = 5 is not a variant; allowed: ..." unless `variant`
+// is a row of kRandpermVariants.
+void check_randperm_variant(RandpermVariant variant, std::string_view parameter = "randperm");
 
 // The first n for which RandpermVariant::kCurrent switches algorithm: floor((2^32 - 1) / 20).
 inline constexpr uint64_t kRandpermInsideOutThreshold = 214748364;

@@ -69,11 +69,12 @@ def resolve_world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int
 def randperm_variant(randperm: str) -> "_core.RandpermVariant":
     """Which torch.randperm the torch order reproduces; 'auto' is the installed torch's (2.6 is
     the first to carry upstream PR 143875, which changes it for n >= 214,748,364)."""
+    randperm = _core.parse_randperm_variant(randperm, also=["auto"])
     if randperm == "auto":
         import torch
         major, minor = (int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
         randperm = "classic" if (major, minor) < (2, 6) else "current"
-    return _core.parse_randperm(randperm)
+    return getattr(_core.RandpermVariant, randperm)
 
 
 def import_numpy(needed_by: str) -> Any:

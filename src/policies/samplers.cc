@@ -305,10 +305,11 @@ std::shared_ptr<Policy> batch_policy(const OrderOptions& order, uint64_t batch_s
       .set("drop_last", DictValue::boolean(cut.drop_last))
       .set("order", DictValue::string(std::string(to_string(order.kind))))
       .set("randperm",
-           DictValue::string(order.randperm == RandpermVariant::kClassic ? "classic" : "current"));
-  // The Feistel version only where it applies and is not 1: states written before version 2
-  // existed lack it.
-  if (order.kind == OrderKind::kFeistel && order.shuffle && order.feistel_version != 1) {
+           DictValue::string(std::string(to_string(order.randperm))));
+  // The Feistel version only where it applies and is not the one a state without it means (code
+  // 0, feistel.h): states written before version 2 existed lack it.
+  if (order.kind == OrderKind::kFeistel && order.shuffle &&
+      check_feistel_version(order.feistel_version).code != 0) {
     config.set("feistel_version", DictValue::integer(static_cast<uint64_t>(order.feistel_version)));
   }
   return std::make_shared<BatchPolicy>(
