@@ -260,7 +260,7 @@ void bind_policy(py::module_& m) {
       .def("skip_finished", [](BoundSampler& b) { return b.core.skip_finished(); })
       .def(
           "start",
-          [](BoundSampler& b) {
+          [](BoundSampler& b, const std::string& who) {
             PolicySampler::Started started;
             {
               py::gil_scoped_release release;  // builds the epoch's order
@@ -268,9 +268,18 @@ void bind_policy(py::module_& m) {
             }
             b.live = std::make_shared<Progress>();
             b.live->serial = started.serial;
-            return PassChunks(std::move(started), b.core.policy().shape(), b.live);
+            py::object notice = py::none();
+            if (started.notice != PassNotice::kNone) {
+              notice = py::str(pass_notice_text(started.notice, started.epoch, who,
+                                                "PyTorch's DistributedSampler does",
+                                                "auto_epoch=True"));
+            }
+            const ItemShape shape = b.core.policy().shape();
+            return py::make_tuple(PassChunks(std::move(started), shape, b.live), notice);
           },
-          "Starts the next pass (its epoch and start decided now) and returns its chunks")
+          py::arg("who"),
+          "Starts the next pass (its epoch and start decided now): (its chunks, the notice to "
+          "give as a\nwarning from the sampler `who`, or None)")
       .def(
           "mark",
           [](BoundSampler& b) {

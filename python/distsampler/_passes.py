@@ -213,20 +213,17 @@ class Shell:
         yield from self._start_pass()
 
     def _start_pass(self) -> Any:
-        """Starts the pass (its epoch and start decided in C++, which raises, changing nothing,
-        when the epoch cannot be read) and gives its notice."""
+        """Starts the pass: one call into C++ decides its epoch and start, builds its items
+        (raising, changing nothing, when the epoch cannot be read) and makes it live."""
         self._before_pass()
         try:
-            chunks = self._core.start()
+            chunks, notice = self._core.start(type(self).__name__)
         except IndexError as error:  # seed + epoch beyond 2^64 - 1
             if self._seed_overflow is None:
                 raise
             raise self._seed_overflow(str(error)) from error
-        if chunks.notice != _core.PassNotice.none:
-            warnings.warn(_core.pass_notice_text(
-                chunks.notice, chunks.epoch, type(self).__name__,
-                "PyTorch's DistributedSampler does", "auto_epoch=True"), UserWarning,
-                stacklevel=5)
+        if notice is not None:
+            warnings.warn(notice, UserWarning, stacklevel=5)
         return chunks
 
     def __len__(self) -> int:
