@@ -19,7 +19,7 @@ global stream is the same for every world size where docs/design.md says so. Bad
 the C++ library's errors: ValueError naming the parameter (IndexError for a window out of range).
 """
 import operator
-from typing import Any, List, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -35,6 +35,9 @@ __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSample
            "CheckpointMismatch"]
 
 _TorchDistributedSampler = torch.utils.data.distributed.DistributedSampler
+# What the weights and lengths arguments take: a sequence, a tensor or a numpy array.
+_Numbers = Union[Sequence[float], torch.Tensor, "np.ndarray[Any, Any]"]
+_Integers = Union[Sequence[int], torch.Tensor, "np.ndarray[Any, Any]"]
 
 
 def _uint_array(name: str, values: Any) -> "np.ndarray[Any, Any]":
@@ -152,7 +155,7 @@ class MaskedDataset(Dataset):
 
 # ---- Weighted sampling with replacement ---------------------------------------------------------
 
-def class_balanced_weights(labels) -> torch.Tensor:
+def class_balanced_weights(labels: _Integers) -> torch.Tensor:
     """Per-sample weights 1 / count(label) (a float64 tensor), so that every class present is
     drawn equally often by WeightedDistributedSampler or torch's WeightedRandomSampler.
     Labels are integers (a sequence, numpy array or tensor)."""
@@ -177,7 +180,7 @@ class WeightedDistributedSampler(_Policy, _TorchDistributedSampler):
     ValueError naming the first bad one.
     """
 
-    def __init__(self, weights: Sequence[float], num_samples: int,
+    def __init__(self, weights: _Numbers, num_samples: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, dataset: Any = None, auto_epoch: bool = False,
                  check_agreement: bool = True, process_group: Any = None) -> None:
@@ -223,7 +226,7 @@ class BlendedDistributedSampler(_Policy, _TorchDistributedSampler):
     sizes, as ints).
     """
 
-    def __init__(self, datasets: Sequence[Any], weights: Sequence[float], samples_per_epoch: int,
+    def __init__(self, datasets: Sequence[Any], weights: _Numbers, samples_per_epoch: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = False,
                  check_agreement: bool = True, process_group: Any = None) -> None:
@@ -256,7 +259,7 @@ class ShardedDistributedSampler(_OrderCut):
     Consecutive samples of a rank touch about ``window`` shards (a full shuffle touches nearly
     one shard per sample); the epoch's order does not depend on the world size."""
 
-    def __init__(self, shard_sizes: Sequence[int], num_replicas: Optional[int] = None,
+    def __init__(self, shard_sizes: _Integers, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, seed: int = 0, drop_last: bool = False, *,
                  window: int = 4, auto_epoch: bool = False, check_agreement: bool = True,
                  process_group: Any = None) -> None:
@@ -319,6 +322,12 @@ class _Batches(_Policy, Sampler[List[int]]):
         self.drop_last = bool(drop_last)
         self.sampler = _EpochForwarder(self, size)
 
+    def __iter__(self) -> Iterator[List[int]]:
+        return Shell.__iter__(self)
+
+    def __len__(self) -> int:
+        return Shell.__len__(self)
+
 
 class DistributedBatchSampler(_Batches):
     """A distributed ``BatchSampler``: the epoch's global order (PyTorch's ``order="torch"`` or
@@ -355,7 +364,7 @@ class BucketedBatchSampler(_Batches):
     DistributedBatchSampler does. Batches hold samples of similar length, so padding waste falls
     (docs/design.md measures it); every sample is in exactly one batch each epoch."""
 
-    def __init__(self, lengths: Sequence[int], batch_size: int,
+    def __init__(self, lengths: _Integers, batch_size: int,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, window_batches: int = 64,
                  auto_epoch: bool = False, check_agreement: bool = True,

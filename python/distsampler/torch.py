@@ -30,7 +30,7 @@ for that only: without it (torch 2 runs without it) the sampler iterates index b
 size (PyTorch's order needs the whole permutation on every rank).
 """
 import warnings
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
 
 import torch.utils.data.distributed
 
@@ -38,6 +38,10 @@ from . import _core
 from ._loader import DataLoader
 from ._passes import (CheckpointMismatch, SeedOverflowError, Shell, gather_in_step,
                       import_numpy, randperm_variant, resolve_world, spans_group)
+
+if TYPE_CHECKING:
+    import numpy
+    import numpy.typing
 
 __all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
            "SeedOverflowError", "STATE_VERSION"]
@@ -51,7 +55,7 @@ class ConfigurationMismatch(ValueError):
     """Raised on every rank when the ranks' sampler configurations differ."""
 
 
-class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler):
+class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler):  # type: ignore[type-arg]
     """``torch.utils.data.DistributedSampler`` (a subclass of it) with the same constructor,
     attributes, errors and indices, plus:
 
@@ -117,17 +121,44 @@ class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler)
         self._plain = _core.plain_policy("drop_in", **self._options)
         return self._plain
 
-    # PyTorch's attributes, read-only: the configuration lives in C++.
-    num_replicas = property(lambda self: self._options["world_size"])
-    rank = property(lambda self: self._options["rank"])
-    shuffle = property(lambda self: self._options["shuffle"])
-    seed = property(lambda self: self._plain.sampler.seed)
-    drop_last = property(lambda self: self._options["drop_last"])
-    num_samples = property(lambda self: self._plain.sampler.num_samples)
-    total_size = property(lambda self: self._plain.sampler.total_size)
-    order = property(lambda self: self._options["order"])
-    # 1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint).
-    feistel_version = property(lambda self: self._plain.config["feistel_version"])
+    # PyTorch's attributes, read-only: the configuration lives in C++ (torch declares them as
+    # writable attributes, hence the ignores).
+    @property
+    def num_replicas(self) -> int:  # type: ignore[override]
+        return int(self._options["world_size"])
+
+    @property
+    def rank(self) -> int:  # type: ignore[override]
+        return int(self._options["rank"])
+
+    @property
+    def shuffle(self) -> bool:  # type: ignore[override]
+        return bool(self._options["shuffle"])
+
+    @property
+    def seed(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.seed)
+
+    @property
+    def drop_last(self) -> bool:  # type: ignore[override]
+        return bool(self._options["drop_last"])
+
+    @property
+    def num_samples(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.num_samples)
+
+    @property
+    def total_size(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.total_size)
+
+    @property
+    def order(self) -> str:
+        return str(self._options["order"])
+
+    @property
+    def feistel_version(self) -> int:
+        """1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint)."""
+        return int(self._plain.config["feistel_version"])
 
     @property
     def prefetching(self) -> Any:
@@ -150,6 +181,12 @@ class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler)
                                                                      self._prefetch, node)
             self._plain.set_source(prefetcher)
         return prefetcher
+
+    def __iter__(self) -> Iterator[int]:
+        return Shell.__iter__(self)
+
+    def __len__(self) -> int:
+        return Shell.__len__(self)
 
     def _before_pass(self) -> None:
         self._check_size(len(self.dataset), self._options["size"])
@@ -178,7 +215,7 @@ class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler)
             raise ConfigurationMismatch(
                 "the sampler configuration differs across ranks, refusing to start: " + message)
 
-    def indices(self, epoch: int) -> Any:
+    def indices(self, epoch: int) -> "numpy.typing.NDArray[numpy.int64]":
         """This rank's whole share of `epoch` at once, as an int64 numpy array: what iterating
         after ``set_epoch(epoch)`` yields from the epoch's start (``torch.from_numpy`` takes it as
         is). Computed in C++ with the GIL released, into the array only: no Python ints. A pure
