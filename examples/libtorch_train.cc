@@ -19,7 +19,7 @@
 
 #include "cli_flags.h"
 #include "mpi_flags.h"
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 #include "distsampler/libtorch/sampler.h"
 #include "distsampler/loader/idx.h"
 

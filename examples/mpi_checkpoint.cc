@@ -24,7 +24,7 @@
 
 #include "cli_flags.h"
 #include "mpi_flags.h"
-#include "distsampler/dist/mpi.h"
+#include "distsampler/launch/mpi.h"
 #include "distsampler/distsampler.h"
 
 namespace {

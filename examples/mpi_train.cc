@@ -25,7 +25,7 @@
 
 #include "cli_flags.h"
 #include "mpi_flags.h"
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 #include "distsampler/loader/data_loader.h"
 #include "distsampler/loader/idx.h"
 #include "distsampler/sampler.h"

@@ -17,7 +17,7 @@ GENERATED = {"version.h"}
 UMBRELLA = "distsampler.h"
 # Headers whose test is not tests/cpp/<stem>_test.cc: (path of the test, why).
 TESTS_ELSEWHERE = {
-    "dist/mpi.h": "tests/dist/mpi_test.cc",
+    "launch/mpi.h": "tests/dist/mpi_test.cc",
     # The Feistel order's versions, tested through FeistelPermutation (feistel.h).
     "libtorch/sampler.h": "tests/cpp/libtorch_sampler_test.cc",
     "loader/data_loader.h": "tests/cpp/data_loader_test.cc",

@@ -1,6 +1,6 @@
 // env.h: this process's rank and world size, from the launcher's environment variables.
-#ifndef DISTSAMPLER_DIST_ENV_H_
-#define DISTSAMPLER_DIST_ENV_H_
+#ifndef DISTSAMPLER_LAUNCH_ENV_H_
+#define DISTSAMPLER_LAUNCH_ENV_H_
 
 #include <cstdint>
 #include <functional>
@@ -60,4 +60,4 @@ DistEnv resolve_dist_env(std::optional<uint64_t> rank = std::nullopt,
 
 }  // namespace distsampler
 
-#endif  // DISTSAMPLER_DIST_ENV_H_
+#endif  // DISTSAMPLER_LAUNCH_ENV_H_

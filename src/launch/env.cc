@@ -1,4 +1,4 @@
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 
 #include <algorithm>
 #include <cstdlib>
