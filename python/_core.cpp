@@ -37,6 +37,7 @@ PYBIND11_MODULE(_core, m) {
 
   bind_sampler(m);   // sampler.h, partition.h
   bind_node(m);      // node/node_order.h
+  bind_launch(m);    // launch/env.h
   bind_prefetch(m);  // prefetch.h
   bind_order(m);     // order.h
   bind_policies(m);  // policies/*.h

@@ -116,6 +116,23 @@ TEST(DistEnv, SlurmOutsideAStepIsRefused) {
             "openmpi");
 }
 
+// The rule's one owner (Python's distsampler.launch calls it too): the caller's remedy ends the
+// one line; a step, or no SLURM task variable, passes.
+TEST(DistEnv, RefuseSlurmOutsideStep) {
+  try {
+    refuse_slurm_outside_step(env_of({{"SLURM_PROCID", "1"}}), "do this instead");
+    ADD_FAILURE() << "accepted SLURM_PROCID outside a step";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("SLURM_PROCID = 1 without SLURM_STEP_ID: ", 0), 0u) << what;
+    EXPECT_EQ(what.substr(what.size() - 17), "; do this instead") << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW(refuse_slurm_outside_step(
+      env_of({{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}}), "x"));
+  EXPECT_NO_THROW(refuse_slurm_outside_step(env_of({{"SLURM_JOB_ID", "7"}}), "x"));
+}
+
 TEST(DistEnv, SlurmStepTaskCount) {
   // srun -n 2 inside an allocation of 4 tasks: the step's count, not the allocation's.
   const auto e = detect_dist_env(env_of({{"SLURM_PROCID", "1"},
