@@ -479,7 +479,7 @@ def main():
          "sum counts the node's memory once; the peak RSS sum counts a shared page in every "
          "rank that touched it. Each process includes its interpreter and `import torch`. "
          "`node_shared=True`: local rank 0 builds each permutation in an anonymous memory file "
-         "(memfd) and hands it to the others, which map it (dist/node_order.h).")
+         "(memfd) and hands it to the others, which map it (node/node_order.h).")
     emit()
     node = json.loads(subprocess.run(
         [py, os.path.join(os.path.dirname(__file__), "node_memory.py"), "--json"], env=env,

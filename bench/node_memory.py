@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Memory of one node's local ranks with the torch order: per-rank permutations against one
-node-shared permutation (DistributedSampler(node_shared=True), dist/node_order.h).
+node-shared permutation (DistributedSampler(node_shared=True), node/node_order.h).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/node_memory.py [--n N] [--ranks R] [--json]
 

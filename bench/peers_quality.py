@@ -1,4 +1,4 @@
-"""The structure-aware statistics of the quality battery (tools/quality_structure.cc) on the
+"""The structure-aware statistics of the quality battery (quality/feistel_structure.cc) on the
 peers' orders: Grain's index_shuffle (a random-access permutation, as our Feistel order is) and
 MosaicML Streaming's shuffles py1e, py1br and py1s (shard-aware block shuffles: not meant to be
 uniform, they keep samples of a shard near each other so that a node downloads few shards).

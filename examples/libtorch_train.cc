@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "cli_flags.h"
-#include "mpi_flags.h"
-#include "distsampler/dist/env.h"
+#include "mpi_main.h"
+#include "distsampler/launch/env.h"
 #include "distsampler/libtorch/sampler.h"
 #include "distsampler/loader/idx.h"
 
@@ -212,9 +212,6 @@ int run(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   Flags flags;
   CLI::App app(
       "Data-parallel training of a libtorch MLP on Fashion-MNIST, the data read through "
@@ -223,19 +220,5 @@ int main(int argc, char** argv) {
       "libtorch_train");
   app.footer("Run: mpirun --allow-run-as-root --oversubscribe -np 2 libtorch_train");
   add_flags(app, flags);
-  const int stop = examples::parse_on_every_rank(app, argc, argv);
-  if (stop >= 0) {
-    MPI_Finalize();
-    return stop;
-  }
-  int rc;
-  try {
-    rc = run(flags);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "libtorch_train: error: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    return 2;
-  }
-  MPI_Finalize();
-  return rc;
+  return examples::mpi_main(argc, argv, app, [&](int, int) { return run(flags); });
 }

@@ -23,8 +23,8 @@
 #include <string>
 
 #include "cli_flags.h"
-#include "mpi_flags.h"
-#include "distsampler/dist/mpi.h"
+#include "mpi_main.h"
+#include "distsampler/launch/mpi.h"
 #include "distsampler/distsampler.h"
 
 namespace {
@@ -165,10 +165,6 @@ int train(const Flags& flags, int rank, int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
   Flags flags;
   CLI::App app(
       "Synchronous data-parallel training under MPI that checkpoints the sampler state and "
@@ -179,31 +175,27 @@ int main(int argc, char** argv) {
       "LOG_DIR/run<RUN>.start.\n"
       "Run: mpirun -np 4 mpi_checkpoint --size 1001 --checkpoint ckpt --log-dir logs --attempt 0");
   add_flags(app, flags);
-  const int stop = examples::parse_on_every_rank(app, argc, argv);
-  if (stop >= 0) {
-    MPI_Finalize();
-    return stop;
-  }
-  int code = 0;
-  try {
-    code = train(flags, rank, world);
-  } catch (const distsampler::ConfigurationMismatch& e) {
-    // Every rank gets the same verdict: report it (one write, each line tagged with the rank, so
-    // that ranks' messages do not interleave) and leave together.
-    std::string message = "rank " + std::to_string(rank) + ": error: ";
-    for (const char* c = e.what(); *c != '\0'; ++c) {
-      message += *c;
-      if (*c == '\n') message += "rank " + std::to_string(rank) + ": error: ";
+  return examples::mpi_main(argc, argv, app, [&](int rank, int world) {
+    int code = 0;
+    try {
+      code = train(flags, rank, world);
+    } catch (const distsampler::ConfigurationMismatch& e) {
+      // Every rank gets the same verdict: report it (one write, each line tagged with the rank,
+      // so that ranks' messages do not interleave) and leave together.
+      std::string message = "rank " + std::to_string(rank) + ": error: ";
+      for (const char* c = e.what(); *c != '\0'; ++c) {
+        message += *c;
+        if (*c == '\n') message += "rank " + std::to_string(rank) + ": error: ";
+      }
+      message += "\n";
+      std::fwrite(message.data(), 1, message.size(), stderr);
+      std::fflush(stderr);
+      code = 1;
+    } catch (const std::exception& e) {
+      std::cerr << "rank " << rank << ": error: " << e.what() << std::endl;
+      MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    message += "\n";
-    std::fwrite(message.data(), 1, message.size(), stderr);
-    std::fflush(stderr);
-    code = 1;
-  } catch (const std::exception& e) {
-    std::cerr << "rank " << rank << ": error: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  MPI_Finalize();
-  return code;
+    MPI_Barrier(MPI_COMM_WORLD);
+    return code;
+  });
 }

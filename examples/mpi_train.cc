@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "cli_flags.h"
-#include "mpi_flags.h"
-#include "distsampler/dist/env.h"
+#include "mpi_main.h"
+#include "distsampler/launch/env.h"
 #include "distsampler/loader/data_loader.h"
 #include "distsampler/loader/idx.h"
 #include "distsampler/sampler.h"
@@ -285,7 +285,6 @@ int run(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
   Flags flags;
   CLI::App app(
       "Data-parallel softmax regression on Fashion-MNIST under MPI, data read through "
@@ -296,19 +295,5 @@ int main(int argc, char** argv) {
       "(epoch 0's order every epoch), no-sampler (every rank reads the whole dataset).\n"
       "Run: mpirun --allow-run-as-root --oversubscribe -np 2 mpi_train --variant correct");
   add_flags(app, flags);
-  const int stop = examples::parse_on_every_rank(app, argc, argv);
-  if (stop >= 0) {
-    MPI_Finalize();
-    return stop;
-  }
-  int rc;
-  try {
-    rc = run(flags);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mpi_train: error: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    return 2;
-  }
-  MPI_Finalize();
-  return rc;
+  return examples::mpi_main(argc, argv, app, [&](int, int) { return run(flags); });
 }

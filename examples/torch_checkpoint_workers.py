@@ -1,6 +1,6 @@
 """Data-parallel training under torchrun with DataLoader workers and prefetching, checkpointing
 the loader and resuming mid-epoch on any number of processes: the pattern to copy, and the
-program the workers kill-and-resume test runs (tests/dist/torchrun_kill_resume_workers.py).
+program the workers kill-and-resume test runs (tests/dist/torchrun_kill_resume.py --workers).
 
     PYTHONPATH=build/python /usr/bin/python3 -m distsampler.torchrun --nproc_per_node=3 \\
         --redirects 2 --tee 2 --rdzv_endpoint=localhost:0 examples/torch_checkpoint_workers.py \\

@@ -36,7 +36,8 @@ PYBIND11_MODULE(_core, m) {
 #endif
 
   bind_sampler(m);   // sampler.h, partition.h
-  bind_dist(m);      // dist/node_order.h
+  bind_node(m);      // node/node_order.h
+  bind_launch(m);    // launch/env.h
   bind_prefetch(m);  // prefetch.h
   bind_order(m);     // order.h
   bind_state(m);     // state.h

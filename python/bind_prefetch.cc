@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "bindings.h"
-#include "distsampler/dist/node_order.h"
+#include "distsampler/node/node_order.h"
 #include "distsampler/prefetch.h"
 #include "distsampler/sampler.h"
 
@@ -23,7 +23,7 @@ void bind_prefetch(py::module_& m) {
            }),
            py::arg("sampler"), py::arg("prefetch") = true, py::arg("node") = py::none(),
            "node: share the torch order's permutation with the node's other ranks "
-           "(dist/node_order.h)")
+           "(node/node_order.h)")
       .def_property_readonly("prefetching", &PrefetchingSampler::prefetching)
       .def_property_readonly("hits", &PrefetchingSampler::hits)
       .def_property_readonly("live_orders", &PrefetchingSampler::live_orders)

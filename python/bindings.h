@@ -69,7 +69,8 @@ std::string order_argument(const py::handle& order);
 int feistel_version_argument(const py::handle& version);
 
 void bind_sampler(py::module_& m);   // sampler.h, partition.h
-void bind_dist(py::module_& m);      // dist/node_order.h
+void bind_node(py::module_& m);      // node/node_order.h
+void bind_launch(py::module_& m);    // launch/env.h
 void bind_prefetch(py::module_& m);  // prefetch.h
 void bind_order(py::module_& m);     // order.h
 void bind_policies(py::module_& m);  // policies/*.h

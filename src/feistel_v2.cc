@@ -24,7 +24,7 @@
 //   of the product, so a round after an unchanged part maps a difference to a few differences and
 //   the differences of p(x) and p(x XOR 2^j) repeat. The second multiply, after the xorshift
 //   folds the high bits into the low ones, spreads every difference over the whole word;
-//   tools/quality_structure.cc checks exactly this (and fails a linear variant of mix, its
+//   quality/feistel_structure.cc checks exactly this (and fails a linear variant of mix, its
 //   multiplies carry-less, and the one-multiply round).
 // - Parity. An XOR round of a half of b bits translates that half, for each value l of the other
 //   half, by f(l); a nonzero translation is 2^(b - 1) disjoint transpositions, even once b >= 2.
@@ -45,7 +45,7 @@
 //   uniform given uniform words. The order and its inverse are held in two 64-byte tables, still
 //   O(1) memory; construction costs kExactSize draws.
 // - Rounds. 8 by default, twice the most the battery breaks. Its structure-aware statistics
-//   (tools/quality_structure.cc: collisions of output differences for single-bit XOR and small
+//   (quality/feistel_structure.cc: collisions of output differences for single-bit XOR and small
 //   additive input differences in both halves, per key, and linear correlations) fail 4 rounds
 //   and pass 5 to 8; the generic attacks on Feistel networks with random round functions
 //   (Patarin, ASIACRYPT 2001 and CRYPTO 2004) need about N^((r - 4) / 2) work for r >= 6 rounds

@@ -6,7 +6,7 @@
 #include <new>
 #include <vector>
 
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 #include "distsampler/distsampler.h"
 #include "distsampler/version.h"
 

@@ -100,7 +100,7 @@ class FeistelPermutation {
   // The rounds most users should take, per version: 8 for either. Fewer rounds are faster and
   // measurably less uniform. Version 1: pairs of positions land uniformly for every size above
   // 64. Version 2: twice the most rounds the quality battery's structure-aware statistics break
-  // (tools/quality_structure.cc).
+  // (quality/feistel_structure.cc).
   static constexpr int kVersion1Rounds = detail::FeistelV1::kDefaultRounds;
   static constexpr int kVersion2Rounds = detail::FeistelV2::kDefaultRounds;
   // Passed as rounds: the version's default (default_rounds).

@@ -79,7 +79,7 @@ std::shared_ptr<const EpochOrder> make_epoch_order(const OrderOptions& options, 
 // torch order of an epoch whose seed + epoch exceeds 2^64 - 1 is std::out_of_range.
 void check_epoch(const OrderOptions& options, uint64_t epoch);
 
-// The shuffled torch order's storage, for orders held elsewhere (dist/node_order.h): bytes per
+// The shuffled torch order's storage, for orders held elsewhere (node/node_order.h): bytes per
 // position of the materialized permutation, 4 when size <= 2^32 (the indices fit), else 8.
 uint64_t torch_order_element_bytes(uint64_t size);
 

@@ -16,7 +16,7 @@ struct PrefetchState;
 }  // namespace detail
 
 // How a PrefetchingSampler gets an epoch's order: make_epoch_order(options, epoch) by default;
-// dist/node_order.h's node_order_builder shares one permutation per node. A builder that waits
+// node/node_order.h's node_order_builder shares one permutation per node. A builder that waits
 // for another process polls `cancelled` and throws OrderCancelled once it returns true (the
 // sampler is destroyed, or the epoch being built is no longer wanted).
 using OrderBuilder = std::function<std::shared_ptr<const EpochOrder>(

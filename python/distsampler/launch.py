@@ -29,6 +29,8 @@ import shutil
 import subprocess
 from typing import Mapping, NamedTuple, Optional
 
+from . import _core
+
 __all__ = ["Launch", "init_distributed", "destroy_distributed", "libuv_available",
            "slurm_environment", "first_host"]
 
@@ -92,10 +94,6 @@ def _parse_first_host(nodelist: str) -> str:
     return host
 
 
-def _in_slurm_step(env: Mapping[str, str]) -> bool:
-    return "SLURM_STEP_ID" in env or "SLURM_STEP_NUM_TASKS" in env
-
-
 def _count(env: Mapping[str, str], name: str) -> int:
     value = env[name]
     if not re.fullmatch(r"[0-9]{1,19}", value):
@@ -111,12 +109,10 @@ def slurm_environment(env: Optional[Mapping[str, str]] = None) -> dict:
     env = os.environ if env is None else env
     if "SLURM_PROCID" not in env and "SLURM_NTASKS" not in env:
         return {}
-    if not _in_slurm_step(env):
-        seen = ", ".join(f"{n} = {env[n]}" for n in ("SLURM_PROCID", "SLURM_NTASKS") if n in env)
-        raise RuntimeError(
-            f"{seen} without SLURM_STEP_ID: this process runs in a SLURM allocation (a batch "
-            "script or an salloc shell) but not in a job step, so those describe the "
-            "allocation, not this process; start it with srun (or torchrun)")
+    try:  # the rule and its text: launch/env.h's refuse_slurm_outside_step
+        _core.refuse_slurm_outside_step(env, "start it with srun (or torchrun)")
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
     if "SLURM_PROCID" not in env:
         raise RuntimeError("SLURM_STEP_ID is set but SLURM_PROCID is not; srun sets both")
     size_name = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"

@@ -1,6 +1,6 @@
 // Runs agree_on_configuration (distsampler::mpi) on every rank: equal configurations pass, and a
 // seed that differs on one rank stops every rank with ConfigurationMismatch naming the seed.
-#include <distsampler/dist/mpi.h>
+#include <distsampler/launch/mpi.h>
 #include <mpi.h>
 
 #include <cstdio>

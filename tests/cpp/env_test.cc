@@ -1,4 +1,4 @@
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 
 #include <gtest/gtest.h>
 
@@ -114,6 +114,23 @@ TEST(DistEnv, SlurmOutsideAStepIsRefused) {
                                     {"OMPI_COMM_WORLD_SIZE", "2"}}))
                 ->source,
             "openmpi");
+}
+
+// The rule's one owner (Python's distsampler.launch calls it too): the caller's remedy ends the
+// one line; a step, or no SLURM task variable, passes.
+TEST(DistEnv, RefuseSlurmOutsideStep) {
+  try {
+    refuse_slurm_outside_step(env_of({{"SLURM_PROCID", "1"}}), "do this instead");
+    ADD_FAILURE() << "accepted SLURM_PROCID outside a step";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("SLURM_PROCID = 1 without SLURM_STEP_ID: ", 0), 0u) << what;
+    EXPECT_EQ(what.substr(what.size() - 17), "; do this instead") << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW(refuse_slurm_outside_step(
+      env_of({{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}}), "x"));
+  EXPECT_NO_THROW(refuse_slurm_outside_step(env_of({{"SLURM_JOB_ID", "7"}}), "x"));
 }
 
 TEST(DistEnv, SlurmStepTaskCount) {

@@ -334,8 +334,8 @@ TEST(Feistel, FrozenKnownAnswersVersion2) {
   }
 }
 
-// Version 2 fixes what version 1 gets wrong (issue 13); the battery (tools/quality.cc) measures
-// much more, these are the regressions that must never come back.
+// Version 2 fixes what version 1 gets wrong (issue 13); the battery (quality/whole_permutation.cc)
+// measures much more, these are the regressions that must never come back.
 bool is_odd(const FeistelPermutation& p) {
   const uint64_t n = p.size();
   std::vector<bool> seen(n, false);
@@ -415,7 +415,7 @@ TEST(Feistel, RejectsBadArguments) {
 
 // Rounds = 0 takes the version's default: 8 for version 1 (as in every earlier release, so its
 // orders and checkpoints stay bit for bit), 8 for version 2 (twice the 4 the structure-aware
-// battery breaks, tools/quality_structure.cc); explicit rounds are kept as given.
+// battery breaks, quality/feistel_structure.cc); explicit rounds are kept as given.
 TEST(Feistel, DefaultRoundsDependOnTheVersion) {
   EXPECT_EQ(FeistelPermutation(1000000, 0, 0).rounds(), 8);
   EXPECT_EQ(FeistelPermutation(1000000, 0, 0, 0, 2).rounds(), 8);

@@ -1,4 +1,4 @@
-#include "distsampler/dist/node_order.h"
+#include "distsampler/node/node_order.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>

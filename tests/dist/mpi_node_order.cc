@@ -1,4 +1,4 @@
-// The node-shared torch order under mpirun (dist/mpi.h's node_group, dist/node_order.h): every
+// The node-shared torch order under mpirun (launch/mpi.h's node_group, node/node_order.h): every
 // rank reads 3 epochs through a prefetching sampler whose permutation local rank 0 builds in
 // shared memory, checks them against the per-rank build bit for bit, and rank 0 checks that each
 // node of several ranks built every epoch once (plus at most one prefetched) and that no rank
@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "distsampler/dist/mpi.h"
-#include "distsampler/dist/node_order.h"
+#include "distsampler/launch/mpi.h"
+#include "distsampler/node/node_order.h"
 #include "distsampler/prefetch.h"
 #include "distsampler/sampler.h"
 

@@ -1,4 +1,4 @@
-// dist/mpi.h's contract, under mpirun -np 3 (one host):
+// launch/mpi.h's contract, under mpirun -np 3 (one host):
 // - agree_on_configuration passes equal fingerprints, and a seed differing on rank 1 makes every
 //   rank throw ConfigurationMismatch with the same message, naming the field and rank 1;
 // - node_group over MPI_COMM_WORLD: distinct local ranks 0..size-1, local_world_size = size, one
@@ -7,7 +7,7 @@
 //   communicator's ranks only, and the two communicators get different job tokens (their node
 //   segments never meet).
 // Exit code 0 when all of it holds on every rank; each failure is printed with its rank.
-#include "distsampler/dist/mpi.h"
+#include "distsampler/launch/mpi.h"
 
 #include <mpi.h>
 
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   MPI_Comm_free(&half);
   int all_ok = 0;
   MPI_Allreduce(&g_ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-  if (g_rank == 0) std::printf("dist/mpi.h on %d ranks: %s\n", size, all_ok ? "ok" : "WRONG");
+  if (g_rank == 0) std::printf("launch/mpi.h on %d ranks: %s\n", size, all_ok ? "ok" : "WRONG");
   MPI_Finalize();
   return all_ok ? 0 : 1;
 }

@@ -1,4 +1,4 @@
-"""The node-shared torch order (dist/node_order.h) under torchrun, as two "nodes" on this host.
+"""The node-shared torch order (node/node_order.h) under torchrun, as two "nodes" on this host.
 
 Usage: torchrun_node_shared.py PYTHON_PACKAGE_DIR
 

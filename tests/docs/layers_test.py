@@ -1,7 +1,10 @@
 """docs/design.md's layer table against the tree (issue 22): every public header under
 include/distsampler/ and every source under src/ is in the table, every name in it exists, each
 public header has its test file (tests/cpp/<name>_test.cc, or tests/dist/ for MPI; the umbrella
-header excepted), and no file includes a header of a layer below its own.
+header excepted), and no file includes a header of a layer below its own. The folders too: every
+folder of include/distsampler/ and src/ is one the table names, and every folder the "Layers"
+section names (in the table or its text: `launch/`, `quality/`, ...) exists, so the section and
+the tree cannot drift apart when a folder is renamed.
 
 Usage: python3 layers_test.py [REPO_ROOT]   (exit code 0 when all holds; each violation printed)
 """
@@ -17,7 +20,7 @@ GENERATED = {"version.h"}
 UMBRELLA = "distsampler.h"
 # Headers whose test is not tests/cpp/<stem>_test.cc: (path of the test, why).
 TESTS_ELSEWHERE = {
-    "dist/mpi.h": "tests/dist/mpi_test.cc",
+    "launch/mpi.h": "tests/dist/mpi_test.cc",
     # The Feistel order's versions, tested through FeistelPermutation (feistel.h).
     "libtorch/sampler.h": "tests/cpp/libtorch_sampler_test.cc",
     "loader/data_loader.h": "tests/cpp/data_loader_test.cc",
@@ -27,10 +30,13 @@ TESTS_ELSEWHERE = {
 }
 
 
+def layers_section():
+    return (ROOT / "docs" / "design.md").read_text().split("## Layers", 1)[1].split("\n## ", 1)[0]
+
+
 def layer_table():
     """{layer: (headers, sources)} from the indented block after '## Layers'."""
-    text = (ROOT / "docs" / "design.md").read_text()
-    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    section = layers_section()
     block = [line for line in section.splitlines() if line.startswith("    ")]
     header_line = block[0]
     column = header_line.index("sources")
@@ -45,6 +51,34 @@ def layer_table():
     return layers
 
 
+def named_folders():
+    """The folders the Layers section's text names outside the table: tokens such as `quality/`,
+    (tools/), python/distsampler/ (a name and a slash, not part of a file's path)."""
+    text = "\n".join(line for line in layers_section().splitlines()
+                     if not line.startswith("    "))
+    return sorted(set(re.findall(r"(?<![\w/.])([a-z_]+(?:/[a-z_]+)*/)(?![\w.])", text)))
+
+
+def folder_problems(layers):
+    """Folders of the tree the table does not name, and folders the section names that are
+    missing. A folder the text names exists at the repository root, in include/distsampler/ or
+    in src/."""
+    problems = []
+    table = {str(pathlib.Path(name).parent) for headers, sources in layers.values()
+             for name in headers + sources} - {"."}
+    for top in (INCLUDE, SRC):
+        for folder in sorted(p for p in top.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+            name = str(folder.relative_to(top))
+            if name not in table:
+                problems.append(f"folder {folder.relative_to(ROOT)}/ is in no layer of "
+                                "docs/design.md")
+    for name in named_folders():
+        if not any((base / name).is_dir() for base in (ROOT, INCLUDE, SRC)):
+            problems.append(f"docs/design.md's Layers section names {name}, which is not a "
+                            "folder of the repository, include/distsampler/ or src/")
+    return problems
+
+
 def includes(path: pathlib.Path):
     return re.findall(r'#include "distsampler/([^"]+)"', path.read_text())
 
@@ -52,6 +86,7 @@ def includes(path: pathlib.Path):
 def main() -> int:
     problems = []
     layers = layer_table()
+    problems += folder_problems(layers)
     order = list(layers)
     rank_of = {}
     for index, (layer, (headers, sources)) in enumerate(layers.items()):
@@ -94,7 +129,7 @@ def main() -> int:
     for problem in problems:
         print(problem)
     print(f"layers: {len(tree_headers)} headers, {len(tree_sources)} sources, "
-          f"{len(problems)} problems")
+          f"{len(named_folders())} folders named, {len(problems)} problems")
     return 1 if problems else 0
 
 

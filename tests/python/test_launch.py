@@ -75,6 +75,9 @@ def test_outside_a_step_is_refused_in_one_line():
         launch.slurm_environment({"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"})
     assert "SLURM_PROCID = 0, SLURM_NTASKS = 4 without SLURM_STEP_ID" in str(batch.value)
     assert "\n" not in str(batch.value)
+    # launch/env.h's text (the C++ library owns the rule), with this module's remedy.
+    assert str(batch.value).endswith("not in a job step, so those describe the allocation, not "
+                                     "this process; start it with srun (or torchrun)")
     # An `salloc -n 2` shell sets SLURM_NTASKS only.
     with pytest.raises(RuntimeError, match="SLURM_NTASKS = 2 without SLURM_STEP_ID"):
         launch.slurm_environment({"SLURM_JOB_ID": "8", "SLURM_NTASKS": "2"})

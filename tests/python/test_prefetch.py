@@ -113,7 +113,7 @@ def test_node_shared_local_ranks_map_the_permutation_local_rank_0_built():
     reader = _core.PrefetchingSampler(core, False, _core.NodeGroup(job, "n", 1, 2, 10.0))
     before = _core.node_order_counts()
     for epoch in range(2):
-        # Each local rank asks for an epoch once, as a training loop does (dist/node_order.h):
+        # Each local rank asks for an epoch once, as a training loop does (node/node_order.h):
         # local rank 0 builds it into a memfd and the reader maps what it hands over.
         views = [sampler.epoch(epoch) for sampler in (plain, builder, reader)]
         assert [[view[i] for i in range(len(view))] for view in views[1:]] == \

@@ -1,4 +1,4 @@
-// One torch-order permutation per node: local rank 0 builds, the others map (dist/node_order.h).
+// One torch-order permutation per node: local rank 0 builds, the others map (node/node_order.h).
 //
 // A segment has no name: local rank 0 builds the permutation into an anonymous memory file
 // (memfd_create), one 4 KiB header page (the configuration and a checksum) then the permutation
@@ -23,7 +23,7 @@
 // This file: the launcher's node group and the public entry points; the segment:
 // node_order_segment.cc, local rank 0's builder and server: node_order_server.cc, the readers:
 // node_order_reader.cc (their shared declarations: node_order_internal.h).
-#include "distsampler/dist/node_order.h"
+#include "distsampler/node/node_order.h"
 
 #include <unistd.h>
 
@@ -34,7 +34,7 @@
 #include <string>
 #include <tuple>
 
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 #include "node_order_internal.h"
 
 namespace distsampler {

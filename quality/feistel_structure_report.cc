@@ -1,6 +1,7 @@
-// quality_structure_report.cc: the structure-aware half of the battery (quality_structure.h): the
-// generators and sizes it runs, the rounds sweep, chosen round keys and the weak-key search, and
-// the console tables and docs/quality.md's section. The statistics: quality_structure.cc.
+// feistel_structure_report.cc: the structure-aware half of the battery
+// (feistel_structure_report.h): the generators and sizes it runs, the rounds sweep, chosen round
+// keys and the weak-key search, and the console tables and docs/quality.md's section. The
+// statistics: feistel_structure.cc.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,10 +13,10 @@
 #include <vector>
 
 #include "distsampler/feistel.h"
-#include "quality_model.h"
-#include "quality_stats.h"
-#include "quality_structure.h"
-#include "quality_structure_stats.h"
+#include "feistel_model.h"
+#include "stats.h"
+#include "feistel_structure_report.h"
+#include "feistel_structure.h"
 
 namespace quality {
 namespace {
@@ -141,7 +142,7 @@ StructureReport run_structure(bool long_mode, const Fill& reference, uint64_t ma
                  worst_of(table[p][g]), secs);
   });
   text << "\nstructure-aware statistics (pooled z / worst key z, adjusted; see "
-          "tools/quality_structure.cc)\n";
+          "quality/feistel_structure.cc)\n";
   bool every_weak_fails = true;
   std::vector<bool> stat_caught;
   for (size_t p = 0; p < plans.size(); ++p) {
@@ -237,13 +238,13 @@ StructureReport run_structure(bool long_mode, const Fill& reference, uint64_t ma
 
   // The markdown section.
   md << kStructureHeading << "\n\n"
-     << "tools/quality_structure.cc defines them: pairs of positions one input difference apart "
-        "(single-bit\nXOR in either half of the network, additions with carry, small additive "
-        "differences, the inverse's\nXOR pairs), the collisions of their output differences per "
-        "key (mod n and in the network's\ncoordinates), their distribution pooled over keys, "
-        "and linear correlations of input and output\nbits. Each cell: the z-score pooled over "
-        "the keys / the worst key's, both Sidak-adjusted for the\nmembers (and keys) they are the "
-        "worst of, so |z| >= 4 keeps its meaning.\n\n";
+     << "quality/feistel_structure.cc defines them: pairs of positions one input difference "
+        "apart\n(single-bit XOR in either half of the network, additions with carry, small "
+        "additive differences,\nthe inverse's XOR pairs), the collisions of their output "
+        "differences per key (mod n and in the\nnetwork's coordinates), their distribution "
+        "pooled over keys, and linear correlations of input and\noutput bits. Each cell: the "
+        "z-score pooled over the keys / the worst key's, both Sidak-adjusted\nfor the members "
+        "(and keys) they are the worst of, so |z| >= 4 keeps its meaning.\n\n";
   md << "Worst |z| of the default order over every statistic, size, chosen key and the weak-key "
         "search: "
      << fmt(rep.worst_default) << "; of the reference: " << fmt(rep.worst_reference) << ".\n\n";

@@ -1,7 +1,7 @@
 // quality: the statistical battery of the shuffled orders (issues 13 and 20); never installed.
-// This file is its command line: the size plans, the classic statistics' tables (quality.cc), the
-// structure-aware half (quality_structure.h) on a thread beside them, docs/quality.md, and the
-// checks the ctest test `quality` makes.
+// This file is its command line: the size plans, the classic statistics' tables
+// (whole_permutation.cc), the structure-aware half (feistel_structure_report.h) on a thread beside
+// them, docs/quality.md, and the checks the ctest test `quality` makes.
 //
 // usage: quality [--long] [--structure-only] [--max-size N] [--threads T] [--markdown PATH]
 //        quality [--long] --classic-only [--min-size N] [--max-size N]
@@ -30,10 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include "quality_classic.h"
-#include "quality_reference.h"
-#include "quality_stats.h"
-#include "quality_structure.h"
+#include "whole_permutation.h"
+#include "reference_shuffle.h"
+#include "stats.h"
+#include "feistel_structure_report.h"
 
 namespace {
 
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // The structure-aware statistics (quality_structure.cc) on a second thread: the two halves of
+  // The structure-aware statistics (feistel_structure.cc) on a second thread: the two halves of
   // the battery share nothing, and each is deterministic.
   quality::StructureReport structure;
   std::thread structure_thread([&] {
@@ -243,18 +243,18 @@ int main(int argc, char** argv) {
     md << "# Statistical quality of the shuffled orders\n\n"
        << (classic_only
                ? "The classic statistics: one run of `build/bin/quality --long --classic-only "
-                 "--markdown docs/quality.md`\n(tools/quality.cc), which keeps the "
+                 "--markdown docs/quality.md`\n(quality/), which keeps the "
                  "structure-aware section below as it was (its own run: see\nthat section and "
                  "the notes at the end). The short mode of both halves runs as the ctest test\n"
                  "`quality`. Each cell is a z-score "
                : "Written by `build/bin/quality --long --markdown docs/quality.md` "
-                 "(tools/quality.cc, one run; the\nshort mode runs as the ctest test `quality`). "
+                 "(quality/, one run; the short\nmode runs as the ctest test `quality`). "
                  "Each cell is a z-score ")
        << "against a uniform random\npermutation: |z| >= 4 is a deviation a fair generator shows "
           "once in 16,000 statistics; the\nreference uniform shuffle (Fisher-Yates from Philox) "
-          "calibrates the battery. tools/quality.cc\ndescribes each statistic and its exact "
-          "moments. The battery is deterministic (trial t uses seed\nt + 1, epoch 0), so these "
-          "are the numbers on every run and platform.\n\n";
+          "calibrates the battery.\nquality/whole_permutation.cc describes each statistic and its "
+          "exact moments. The battery is\ndeterministic (trial t uses seed t + 1, epoch 0), so "
+          "these are the numbers on every run and\nplatform.\n\n";
     md << "Worst |z| over every classic statistic and size: feistel v1 " << fmt(worst[0], 1)
        << ", feistel v2 " << fmt(worst[1], 2) << ", torch " << fmt(worst[2], 2) << ", uniform "
        << fmt(worst[3], 2) << ".\n\n";

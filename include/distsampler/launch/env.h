@@ -1,6 +1,6 @@
 // env.h: this process's rank and world size, from the launcher's environment variables.
-#ifndef DISTSAMPLER_DIST_ENV_H_
-#define DISTSAMPLER_DIST_ENV_H_
+#ifndef DISTSAMPLER_LAUNCH_ENV_H_
+#define DISTSAMPLER_LAUNCH_ENV_H_
 
 #include <cstdint>
 #include <functional>
@@ -42,6 +42,13 @@ uint64_t parse_env_count(const char* name, const char* text);
 // SLURM_STEP_ID and SLURM_STEP_NUM_TASKS; a batch script or an salloc shell has neither).
 bool slurm_in_step(const EnvLookup& lookup);
 
+// Throws std::invalid_argument when SLURM_PROCID or SLURM_NTASKS is set outside a job step
+// (!slurm_in_step): in a batch script or an salloc shell without srun they describe the
+// allocation, not this process. One line naming the values set, ending in `remedy` (what the
+// caller's user can do instead). The one owner of this rule and its text: detect_dist_env and
+// Python's distsampler.launch (through the extension) call it.
+void refuse_slurm_outside_step(const EnvLookup& lookup, const std::string& remedy);
+
 // The tasks on node `node_id` from SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE's compressed
 // form ("3,1": 3 on node 0, 1 on node 1; "2(x3),1": 2 on nodes 0-2, 1 on node 3). Throws
 // std::invalid_argument naming `name` and the value when it is malformed or has no such node.
@@ -60,4 +67,4 @@ DistEnv resolve_dist_env(std::optional<uint64_t> rank = std::nullopt,
 
 }  // namespace distsampler
 
-#endif  // DISTSAMPLER_DIST_ENV_H_
+#endif  // DISTSAMPLER_LAUNCH_ENV_H_

@@ -1,6 +1,6 @@
-// quality: the statistical battery of the shuffled orders (issue 13), side by side. This file holds
-// its classic statistics (quality_classic.h); quality_main.cc is the command line, which runs them
-// beside the structure-aware statistics of quality_structure.cc.
+// whole_permutation.cc: the statistical battery of the shuffled orders (issue 13), side by side:
+// its classic statistics, which look at a permutation as a whole (whole_permutation.h); main.cc is
+// the command line, which runs them beside the structure-aware statistics of feistel_structure.cc.
 //
 // Four generators of a permutation of [0, n) from (seed, epoch): the Feistel order version 1,
 // version 2, the torch order (torch.randperm seeded with seed + epoch) and a reference uniform
@@ -53,9 +53,9 @@
 
 #include "distsampler/feistel.h"
 #include "distsampler/torch_random.h"
-#include "quality_classic.h"
-#include "quality_reference.h"
-#include "quality_stats.h"
+#include "whole_permutation.h"
+#include "reference_shuffle.h"
+#include "stats.h"
 
 namespace quality {
 

@@ -1,5 +1,5 @@
-// quality_model.cc: the model of version 2's network (quality_model.h).
-#include "quality_model.h"
+// feistel_model.cc: the model of version 2's network (feistel_model.h).
+#include "feistel_model.h"
 
 #include "distsampler/hash.h"
 

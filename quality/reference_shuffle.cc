@@ -1,5 +1,5 @@
-// quality_reference.cc: the reference uniform shuffle (quality_reference.h).
-#include "quality_reference.h"
+// reference_shuffle.cc: the reference uniform shuffle (reference_shuffle.h).
+#include "reference_shuffle.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-// node_order_internal.h: what the pieces of the node-shared order share (private to src/dist/):
+// node_order_internal.h: what the pieces of the node-shared order share (private to src/node/):
 // the segment's layout and identity (node_order_segment.cc), local rank 0's side that builds and
 // serves it (node_order_server.cc) and the other local ranks' side that maps it
 // (node_order_reader.cc). node_order.cc holds the design and the public entry points.
@@ -18,7 +18,7 @@
 #include <string>
 #include <utility>
 
-#include "distsampler/dist/node_order.h"
+#include "distsampler/node/node_order.h"
 
 namespace distsampler {
 namespace detail {

@@ -1,12 +1,13 @@
-// quality_structure.h: the battery's statistics that know the Feistel construction (issue 20), as
-// quality's command line runs them (quality_structure_report.cc).
-#ifndef DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
-#define DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
+// feistel_structure_report.h: the battery's statistics that know the Feistel construction
+// (issue 20, feistel_structure.cc), as quality's command line runs them
+// (feistel_structure_report.cc).
+#ifndef DISTSAMPLER_QUALITY_FEISTEL_STRUCTURE_REPORT_H_
+#define DISTSAMPLER_QUALITY_FEISTEL_STRUCTURE_REPORT_H_
 
 #include <cstdint>
 #include <string>
 
-#include "quality_stats.h"
+#include "stats.h"
 
 namespace quality {
 
@@ -44,4 +45,4 @@ std::string check_permutations(const std::string& name, uint64_t n, int keys, co
 
 }  // namespace quality
 
-#endif  // DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_H_
+#endif  // DISTSAMPLER_QUALITY_FEISTEL_STRUCTURE_REPORT_H_

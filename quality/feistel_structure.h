@@ -1,13 +1,13 @@
-// quality_structure_stats.h: the structure-aware statistics (quality_structure.cc) as the runs of
-// quality_structure_report.cc call them: a generator's rows at one size, and the weak-key search.
-#ifndef DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_STATS_H_
-#define DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_STATS_H_
+// feistel_structure.h: the structure-aware statistics (feistel_structure.cc) as the runs of
+// feistel_structure_report.cc call them: a generator's rows at one size, and the weak-key search.
+#ifndef DISTSAMPLER_QUALITY_FEISTEL_STRUCTURE_H_
+#define DISTSAMPLER_QUALITY_FEISTEL_STRUCTURE_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "quality_stats.h"
+#include "stats.h"
 
 namespace quality {
 
@@ -46,4 +46,4 @@ Search weak_key_search(const Gen& g, uint64_t n, int keys, uint64_t first_seed);
 
 }  // namespace quality
 
-#endif  // DISTSAMPLER_TOOLS_QUALITY_STRUCTURE_STATS_H_
+#endif  // DISTSAMPLER_QUALITY_FEISTEL_STRUCTURE_H_

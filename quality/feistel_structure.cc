@@ -1,7 +1,7 @@
-// The battery's statistics that know the Feistel construction (issue 20). The classic statistics
-// of quality.cc look at a permutation as a whole; these look where a Feistel network with too few
-// rounds, or a weak round function, leaves structure: pairs of positions one input difference
-// apart, and what the network makes of the difference.
+// feistel_structure.cc: the battery's statistics that know the Feistel construction (issue 20).
+// Those of whole_permutation.cc look at a permutation as a whole; these look where a Feistel
+// network with too few rounds, or a weak round function, leaves structure: pairs of positions one
+// input difference apart, and what the network makes of the difference.
 //
 // Coordinates. Version 2's network splits a value v < n into a left part l = v >> s in [0, L) and
 // a right part r = v & (2^s - 1), s = ceil(k / 2), k = bit_width(n - 1), L = ceil(n / 2^s). Every
@@ -29,8 +29,8 @@
 //   repeat. Reported pooled over the keys (sum of C - E over the sum of the variances) and for
 //   the worst key.
 // - distribution: p(y) - p(x) mod n in 64 bins, pooled over the keys, a chi-square of 63 against
-//   uniform on [1, n) (what quality.cc's pair-difference statistic computes at two lags).
-// Linear correlations of input and output bits: quality_linear.h.
+//   uniform on [1, n) (what whole_permutation.cc's pair-difference statistic computes at two lags).
+// Linear correlations of input and output bits: bit_correlations.h.
 // Multiple comparisons: a row's worst key (and worst member, worst cell) is the largest |z| of
 // many; it is reported as its Sidak-adjusted z, the deviate whose two-sided tail is 1 - (1 -
 // p)^count, so that |z| >= 4 keeps its meaning (once in 16,000) whatever the number of keys or
@@ -38,16 +38,16 @@
 //
 // Generators: the library's orders (version 2 at any rounds, version 1), the reference shuffle,
 // and a model of version 2's network with a pluggable round function and chosen round keys
-// (quality_model.h). A weak-key search runs the XOR statistics over many keys and reports the
-// worst. quality_structure_report.cc runs them all and writes the tables.
+// (feistel_model.h). A weak-key search runs the XOR statistics over many keys and reports the
+// worst. feistel_structure_report.cc runs them all and writes the tables.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "quality_linear.h"
-#include "quality_stats.h"
-#include "quality_structure_stats.h"
+#include "bit_correlations.h"
+#include "stats.h"
+#include "feistel_structure.h"
 
 namespace quality {
 namespace {

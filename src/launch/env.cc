@@ -1,4 +1,4 @@
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -34,23 +34,6 @@ void check(uint64_t rank, uint64_t world_size, const std::string& rank_name,
 
 const char* process_env(const char* name) { return std::getenv(name); }
 
-// SLURM exports SLURM_PROCID and SLURM_NTASKS in the batch script and SLURM_NTASKS in an salloc
-// shell too, where they describe the allocation, not this process: only a step started by srun
-// sets SLURM_STEP_ID / SLURM_STEP_NUM_TASKS (the batch script's own step has no SLURM_STEP_ID).
-void refuse_outside_a_step(const EnvLookup& lookup) {
-  if (slurm_in_step(lookup)) return;
-  const char* ntasks = lookup("SLURM_NTASKS");
-  const char* procid = lookup("SLURM_PROCID");
-  if (ntasks == nullptr && procid == nullptr) return;
-  std::string seen;
-  if (procid != nullptr) seen += std::string("SLURM_PROCID = ") + procid;
-  if (ntasks != nullptr) seen += std::string(seen.empty() ? "" : ", ") + "SLURM_NTASKS = " + ntasks;
-  throw std::invalid_argument(
-      seen + " without SLURM_STEP_ID: this process runs in a SLURM allocation (a batch script or "
-      "an salloc shell) but not in a job step, so those describe the allocation, not this "
-      "process; start it with srun (or torchrun or mpirun), or give rank and world size");
-}
-
 }  // namespace
 
 uint64_t parse_env_count(const char* name, const char* text) {
@@ -64,9 +47,25 @@ uint64_t parse_env_count(const char* name, const char* text) {
   return std::stoull(s);
 }
 
-
 bool slurm_in_step(const EnvLookup& lookup) {
   return lookup("SLURM_STEP_ID") != nullptr || lookup("SLURM_STEP_NUM_TASKS") != nullptr;
+}
+
+// SLURM exports SLURM_PROCID and SLURM_NTASKS in the batch script and SLURM_NTASKS in an salloc
+// shell too, where they describe the allocation, not this process: only a step started by srun
+// sets SLURM_STEP_ID / SLURM_STEP_NUM_TASKS (the batch script's own step has no SLURM_STEP_ID).
+void refuse_slurm_outside_step(const EnvLookup& lookup, const std::string& remedy) {
+  if (slurm_in_step(lookup)) return;
+  const char* ntasks = lookup("SLURM_NTASKS");
+  const char* procid = lookup("SLURM_PROCID");
+  if (ntasks == nullptr && procid == nullptr) return;
+  std::string seen;
+  if (procid != nullptr) seen += std::string("SLURM_PROCID = ") + procid;
+  if (ntasks != nullptr) seen += std::string(seen.empty() ? "" : ", ") + "SLURM_NTASKS = " + ntasks;
+  throw std::invalid_argument(
+      seen + " without SLURM_STEP_ID: this process runs in a SLURM allocation (a batch script or "
+      "an salloc shell) but not in a job step, so those describe the allocation, not this "
+      "process; " + remedy);
 }
 
 uint64_t slurm_tasks_on_node(const std::string& tasks_per_node, uint64_t node_id,
@@ -112,7 +111,10 @@ uint64_t slurm_tasks_on_node(const std::string& tasks_per_node, uint64_t node_id
 std::optional<DistEnv> detect_dist_env(const EnvLookup& lookup) {
   for (const Launcher& l : kLaunchers) {
     const bool slurm = std::string(l.source) == "slurm";
-    if (slurm) refuse_outside_a_step(lookup);
+    if (slurm) {
+      refuse_slurm_outside_step(
+          lookup, "start it with srun (or torchrun or mpirun), or give rank and world size");
+    }
     const char* rank = lookup(l.rank);
     // In a step, the step's task count: srun -n 2 inside an allocation of 4 keeps SLURM_NTASKS.
     const char* size_name = slurm && lookup("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS"

@@ -1,7 +1,7 @@
-// quality_classic.h: the battery's classic statistics (quality.cc), which look at a permutation
-// as a whole, over the four generators side by side.
-#ifndef DISTSAMPLER_TOOLS_QUALITY_CLASSIC_H_
-#define DISTSAMPLER_TOOLS_QUALITY_CLASSIC_H_
+// whole_permutation.h: the battery's classic statistics (whole_permutation.cc), which look at a
+// permutation as a whole, over the four generators side by side.
+#ifndef DISTSAMPLER_QUALITY_WHOLE_PERMUTATION_H_
+#define DISTSAMPLER_QUALITY_WHOLE_PERMUTATION_H_
 
 #include <cstdint>
 #include <functional>
@@ -45,4 +45,4 @@ bool serial_variance_matches_enumeration();
 
 }  // namespace quality
 
-#endif  // DISTSAMPLER_TOOLS_QUALITY_CLASSIC_H_
+#endif  // DISTSAMPLER_QUALITY_WHOLE_PERMUTATION_H_

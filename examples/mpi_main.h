@@ -1,13 +1,14 @@
-// mpi_flags.h: command-line parsing for the MPI examples (mpi_train, mpi_checkpoint,
-// libtorch_train), where every rank parses its own flags.
-#ifndef DISTSAMPLER_EXAMPLES_MPI_FLAGS_H_
-#define DISTSAMPLER_EXAMPLES_MPI_FLAGS_H_
+// mpi_main.h: the main() of the MPI examples (mpi_train, mpi_checkpoint, libtorch_train): MPI up,
+// the flags parsed on every rank, the program, MPI down.
+#ifndef DISTSAMPLER_EXAMPLES_MPI_MAIN_H_
+#define DISTSAMPLER_EXAMPLES_MPI_MAIN_H_
 
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <string>
 
 namespace examples {
@@ -45,6 +46,35 @@ inline int parse_on_every_rank(CLI::App& app, int argc, char** argv) {
   return decided.status == 1 ? 0 : 2;
 }
 
+// The whole main(): MPI_Init, `app`'s flags parsed on every rank (parse_on_every_rank: after
+// --help or a bad flag every rank leaves through MPI_Finalize), then run(rank, world_size) with
+// the rank in MPI_COMM_WORLD, MPI_Finalize, and run's result as the exit code. An exception run
+// lets out is one rank's failure the others would wait for in their next collective: it prints
+// "NAME: error: WHAT" and ends the job with MPI_Abort(2). A program that reports an error
+// otherwise (every rank alike, say) catches it in run.
+template <typename Run>
+int mpi_main(int argc, char** argv, CLI::App& app, Run run) {
+  MPI_Init(&argc, &argv);
+  const int stop = parse_on_every_rank(app, argc, argv);
+  if (stop >= 0) {
+    MPI_Finalize();
+    return stop;
+  }
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int code;
+  try {
+    code = run(rank, world);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    return 2;
+  }
+  MPI_Finalize();
+  return code;
+}
+
 }  // namespace examples
 
-#endif  // DISTSAMPLER_EXAMPLES_MPI_FLAGS_H_
+#endif  // DISTSAMPLER_EXAMPLES_MPI_MAIN_H_

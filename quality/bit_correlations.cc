@@ -1,5 +1,5 @@
-// quality_linear.cc: the linear correlations of input and output bits (quality_linear.h).
-#include "quality_linear.h"
+// bit_correlations.cc: the linear correlations of input and output bits (bit_correlations.h).
+#include "bit_correlations.h"
 
 #include <cmath>
 #include <string>

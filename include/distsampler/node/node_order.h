@@ -1,6 +1,6 @@
-// dist/node_order.h: one torch-order permutation per node, in memory shared by its ranks.
-#ifndef DISTSAMPLER_DIST_NODE_ORDER_H_
-#define DISTSAMPLER_DIST_NODE_ORDER_H_
+// node/node_order.h: one torch-order permutation per node, in memory shared by its ranks.
+#ifndef DISTSAMPLER_NODE_NODE_ORDER_H_
+#define DISTSAMPLER_NODE_NODE_ORDER_H_
 
 #include <cstdint>
 #include <functional>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "distsampler/dist/env.h"
+#include "distsampler/launch/env.h"
 #include "distsampler/order.h"
 #include "distsampler/prefetch.h"
 
@@ -39,7 +39,7 @@ struct NodeGroup {
 //             SLURM_STEP_ID
 // nullopt when no launcher with a local rank and local world size is found. Throws
 // std::invalid_argument naming the variable when a value is not a decimal integer or
-// local rank >= local world size. Under MPI, dist/mpi.h's node_group() asks the library instead.
+// local rank >= local world size. Under MPI, launch/mpi.h's node_group() asks the library instead.
 std::optional<NodeGroup> detect_node_group(const EnvLookup& lookup);
 std::optional<NodeGroup> detect_node_group();  // the process environment
 
@@ -81,4 +81,4 @@ NodeOrderCounts node_order_counts();
 
 }  // namespace distsampler
 
-#endif  // DISTSAMPLER_DIST_NODE_ORDER_H_
+#endif  // DISTSAMPLER_NODE_NODE_ORDER_H_

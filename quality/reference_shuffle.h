@@ -1,6 +1,6 @@
-// quality_reference.h: the battery's reference uniform shuffle, which calibrates every statistic.
-#ifndef DISTSAMPLER_TOOLS_QUALITY_REFERENCE_H_
-#define DISTSAMPLER_TOOLS_QUALITY_REFERENCE_H_
+// reference_shuffle.h: the battery's reference uniform shuffle, which calibrates every statistic.
+#ifndef DISTSAMPLER_QUALITY_REFERENCE_SHUFFLE_H_
+#define DISTSAMPLER_QUALITY_REFERENCE_SHUFFLE_H_
 
 #include <cstdint>
 
@@ -13,4 +13,4 @@ void reference_shuffle(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t* out)
 
 }  // namespace quality
 
-#endif  // DISTSAMPLER_TOOLS_QUALITY_REFERENCE_H_
+#endif  // DISTSAMPLER_QUALITY_REFERENCE_SHUFFLE_H_

@@ -1,12 +1,12 @@
-// dist/mpi.h: configuration agreement over MPI before the first batch.
-#ifndef DISTSAMPLER_DIST_MPI_H_
-#define DISTSAMPLER_DIST_MPI_H_
+// launch/mpi.h: configuration agreement over MPI before the first batch.
+#ifndef DISTSAMPLER_LAUNCH_MPI_H_
+#define DISTSAMPLER_LAUNCH_MPI_H_
 
 #include <mpi.h>
 
 #include <stdexcept>
 
-#include "distsampler/dist/node_order.h"
+#include "distsampler/node/node_order.h"
 #include "distsampler/state.h"
 
 namespace distsampler {
@@ -24,7 +24,7 @@ struct ConfigurationMismatch : std::invalid_argument {
 // the others do not share. MPI errors are thrown as std::runtime_error.
 void agree_on_configuration(MPI_Comm comm, const Fingerprint& mine);
 
-// Collective over `comm`: this rank's node group for make_node_epoch_order (dist/node_order.h),
+// Collective over `comm`: this rank's node group for make_node_epoch_order (node/node_order.h),
 // from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): local rank and size among the ranks of comm
 // that share memory with it, the node named by the lowest rank of comm among them, and a job
 // token that rank 0 of comm draws (host name, process id, clock) and broadcasts, so that no
@@ -34,4 +34,4 @@ NodeGroup node_group(MPI_Comm comm, double timeout_seconds = 300);
 
 }  // namespace distsampler
 
-#endif  // DISTSAMPLER_DIST_MPI_H_
+#endif  // DISTSAMPLER_LAUNCH_MPI_H_

@@ -1,7 +1,7 @@
-// quality_stats.h: what both halves of the quality battery share: the permutation source, the
+// stats.h: what both halves of the quality battery share: the permutation source, the
 // z-scores of chi-squares and of the worst of many, and the number formats of the tables.
-#ifndef DISTSAMPLER_TOOLS_QUALITY_STATS_H_
-#define DISTSAMPLER_TOOLS_QUALITY_STATS_H_
+#ifndef DISTSAMPLER_QUALITY_STATS_H_
+#define DISTSAMPLER_QUALITY_STATS_H_
 
 #include <algorithm>
 #include <cmath>
@@ -70,4 +70,4 @@ inline std::string size_name(uint64_t n) { return n == 10000000 ? "10^7" : std::
 
 }  // namespace quality
 
-#endif  // DISTSAMPLER_TOOLS_QUALITY_STATS_H_
+#endif  // DISTSAMPLER_QUALITY_STATS_H_

@@ -1,11 +1,11 @@
-// quality_linear.h: the structure-aware battery's linear correlations of input and output bits.
-#ifndef DISTSAMPLER_TOOLS_QUALITY_LINEAR_H_
-#define DISTSAMPLER_TOOLS_QUALITY_LINEAR_H_
+// bit_correlations.h: the structure-aware battery's linear correlations of input and output bits.
+#ifndef DISTSAMPLER_QUALITY_BIT_CORRELATIONS_H_
+#define DISTSAMPLER_QUALITY_BIT_CORRELATIONS_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "quality_structure_stats.h"
+#include "feistel_structure.h"
 
 namespace quality {
 
@@ -34,4 +34,4 @@ class LinearStats {
 
 }  // namespace quality
 
-#endif  // DISTSAMPLER_TOOLS_QUALITY_LINEAR_H_
+#endif  // DISTSAMPLER_QUALITY_BIT_CORRELATIONS_H_

@@ -1,4 +1,4 @@
-#include "distsampler/dist/mpi.h"
+#include "distsampler/launch/mpi.h"
 
 #include <unistd.h>
 

@@ -1,12 +1,12 @@
-// quality_model.h: a model of version 2's Feistel network with a pluggable round function, for
+// feistel_model.h: a model of version 2's Feistel network with a pluggable round function, for
 // the structure-aware statistics' weakened networks and chosen round keys.
-#ifndef DISTSAMPLER_TOOLS_QUALITY_MODEL_H_
-#define DISTSAMPLER_TOOLS_QUALITY_MODEL_H_
+#ifndef DISTSAMPLER_QUALITY_FEISTEL_MODEL_H_
+#define DISTSAMPLER_QUALITY_FEISTEL_MODEL_H_
 
 #include <cstdint>
 
 #include "distsampler/feistel.h"
-#include "quality_stats.h"
+#include "stats.h"
 
 namespace quality {
 
@@ -38,4 +38,4 @@ Fill model(RoundKind kind, int rounds, int64_t keys_override = -1);
 
 }  // namespace quality
 
-#endif  // DISTSAMPLER_TOOLS_QUALITY_MODEL_H_
+#endif  // DISTSAMPLER_QUALITY_FEISTEL_MODEL_H_

@@ -1,17 +1,17 @@
-// bind_dist.cc: dist/node_order.h in Python (NodeGroup, detect_node_group, node_order_counts).
+// bind_node.cc: node/node_order.h in Python (NodeGroup, detect_node_group, node_order_counts).
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "bindings.h"
-#include "distsampler/dist/node_order.h"
+#include "distsampler/node/node_order.h"
 
 namespace distsampler {
 namespace python {
 
-void bind_dist(py::module_& m) {
+void bind_node(py::module_& m) {
   py::class_<NodeGroup>(m, "NodeGroup",
-                        "dist/node_order.h: the local ranks that share one permutation per epoch")
+                        "node/node_order.h: the local ranks that share one permutation per epoch")
       .def(py::init([](std::string job, std::string node, uint64_t local_rank,
                        uint64_t local_world_size, double timeout_seconds) {
              return NodeGroup{std::move(job), std::move(node), local_rank, local_world_size,
