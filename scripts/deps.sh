@@ -21,6 +21,9 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES ${DISTSAMPLER_CLANG_PACKAG
 # The Python package (pybind11 extension against /usr/bin/python3) is part of the default build;
 # the torchrun examples also need matplotlib and the Fashion-MNIST data.
 DISTSAMPLER_BUILD_PACKAGES="$DISTSAMPLER_BUILD_PACKAGES python3-dev pybind11-dev python3-pybind11 python3-numpy"
+# mypy: its stubgen writes the extension's _core.pyi at build time (python/stubgen.py), and the
+# typing test runs `mypy --strict` on a user's script against the installed package (tests/typing/).
+DISTSAMPLER_BUILD_PACKAGES="$DISTSAMPLER_BUILD_PACKAGES python3-mypy"
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-matplotlib dataset-fashion-mnist"
 # Packaging tests: the wheel and `pip install .` (pyproject.toml, setuptools driving CMake) in
 # venvs, and pkg-config for the installed library (tests/python_wheel_test.sh, tests/consumer/).

@@ -81,6 +81,10 @@ fi
 "$work/src/venv/bin/python" -m zipfile -l "${wheels[0]}" | awk 'NR > 1 {print $1}' |
   grep '^distsampler/' | sort >"$work/wheel.txt"
 grep -q '^distsampler/_core\.cpython-.*\.so$' "$work/wheel.txt" || fail "no extension in the wheel"
+# PEP 561: the marker and the extension's stub, generated in the wheel's build (python/stubgen.py).
+for need in distsampler/py.typed distsampler/_core.pyi; do
+  grep -qx "$need" "$work/wheel.txt" || fail "the wheel lacks $need"
+done
 # Every module of python/distsampler/ (python/CMakeLists.txt lists them for the build and install).
 (cd "$work/src/python" && ls distsampler/*.py) | sort >"$work/modules.txt"
 grep '\.py$' "$work/wheel.txt" | diff "$work/modules.txt" - ||
@@ -110,6 +114,8 @@ PY
 step "every module imports; the PyTorch parity tests against the installed wheel"
 sed 's|/|.|; s|\.py$||' "$work/modules.txt" |
   xargs "$work/venv2/bin/python" -c 'import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]'
+# The installed stub names every public name of the installed extension (tests/typing/).
+"$work/venv2/bin/python" "$work/src/tests/typing/check_stub.py" "$site"
 # The copy's tests (the same snapshot as the package). conftest.py puts DISTSAMPLER_PYTHON_DIR
 # first on sys.path: the venv's site-packages here. The whole of tests/python runs against the
 # build tree (test pytest); here the file that compares with torch's DistributedSampler.

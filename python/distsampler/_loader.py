@@ -22,7 +22,7 @@ sampler with ``state_dict`` /
 drawing and discarding the batches already received (exact for deterministic samplers only).
 """
 import collections
-from typing import Any, Dict, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, TypeVar
 
 import torch.multiprocessing
 import torch.utils.data
@@ -32,6 +32,8 @@ from . import _core
 from ._workers import GUARDS_WORKERS, GuardedContext
 
 _T_co = TypeVar("_T_co", covariant=True)
+# torch's property, whose getter and setter DataLoader.multiprocessing_context extends.
+_TORCH_CONTEXT: Any = torch.utils.data.DataLoader.multiprocessing_context
 
 
 def _speaks_protocol(source: Any) -> bool:
@@ -45,18 +47,18 @@ class _Tracker:
     the object whose state is the loader's (None for an iterable dataset), ``adapter`` the
     DistributedIterableDataset served, if any."""
 
-    def __init__(self, source, adapter, per_batch: int) -> None:
+    def __init__(self, source: Any, adapter: Any, per_batch: int) -> None:
         self.source, self.adapter, self.per_batch = source, adapter, per_batch
         # An IterableDataset of its own: its data come from its iterators, not from the index
         # sampler, so a resume skips batches as they are received rather than as dispatched.
         self.skips_received = source is None and adapter is None
-        self.snapshots: collections.deque = collections.deque()
+        self.snapshots: Deque[Any] = collections.deque()
         self.received = 0       # batches the loop received in this pass, after `base`
         self.base = 0           # batches of this pass received before a resume
         self.resumed = 0        # the loaded state's batches, for the next pass's `base`
         self.skip = 0           # batches the next pass draws and discards (stateless source)
         self.skipping = 0       # ... of which this pass has yet to draw
-        self.foreign_state = None  # a foreign sampler's state at the last received batch
+        self.foreign_state: Any = None  # a foreign sampler's state at the last received batch
         self.opening = False    # inside _get_iterator, whose iterator calls iter() twice
         self.opened = False     # ... and the first of those calls began the pass
 
@@ -111,13 +113,13 @@ class _DispatchingSampler:
     """The index sampler (a batch sampler, or the sampler with ``batch_size=None``) as torch's
     iterators see it: the same indices, and each draw recorded as a dispatch."""
 
-    def __init__(self, index_sampler, tracker: _Tracker) -> None:
+    def __init__(self, index_sampler: Any, tracker: _Tracker) -> None:
         self._index_sampler, self._tracker = index_sampler, tracker
 
     def __len__(self) -> int:
         return len(self._index_sampler)
 
-    def __iter__(self):
+    def __iter__(self) -> "_Dispatching":
         self._tracker.begin_pass()
         return _Dispatching(iter(self._index_sampler), self._tracker)
 
@@ -125,13 +127,13 @@ class _DispatchingSampler:
 class _Dispatching:
     __slots__ = ("_indices", "_tracker")
 
-    def __init__(self, indices, tracker: _Tracker) -> None:
+    def __init__(self, indices: Iterator[Any], tracker: _Tracker) -> None:
         self._indices, self._tracker = indices, tracker
 
-    def __iter__(self):
+    def __iter__(self) -> "_Dispatching":
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         tracker = self._tracker
         while tracker.skipping and not tracker.skips_received:  # a resumed stateless sampler:
             tracker.skipping -= 1                                  # draw the batches received
@@ -145,13 +147,13 @@ class _Receiving:
     """torch's DataLoader iterator, each batch it yields recorded as received. Other attributes
     are the wrapped iterator's."""
 
-    def __init__(self, iterator, tracker: _Tracker) -> None:
+    def __init__(self, iterator: Any, tracker: _Tracker) -> None:
         self._iterator, self._tracker = iterator, tracker
 
-    def __iter__(self):
+    def __iter__(self) -> "_Receiving":
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         tracker = self._tracker
         try:
             while tracker.skipping and tracker.skips_received:  # a resumed IterableDataset
@@ -168,7 +170,7 @@ class _Receiving:
     def __len__(self) -> int:
         return len(self._iterator)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["_iterator"], name)
 
 
@@ -190,7 +192,11 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     start-up (where PyTorch's would wait forever): see _workers.py.
     """
 
-    def __init__(self, *args, **kwargs) -> None:
+    if not TYPE_CHECKING:  # a type checker takes torch's own signature (that torch's arguments)
+        def __init__(self, *args, **kwargs) -> None:
+            self._init(*args, **kwargs)
+
+    def _init(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.num_workers > 0 and getattr(self, "in_order", True) is False:
             raise ValueError("in_order = False is not supported by distsampler.data.DataLoader: "
@@ -202,7 +208,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         self._tracker = _Tracker(self._source(), adapter,
                                  1 if self.batch_size is None else self.batch_size)
 
-    def _source(self):
+    def _source(self) -> Any:
         """The object whose state is the loader's: the batch sampler the user passed, else the
         sampler, else None (an iterable dataset)."""
         if self._dataset_kind == _torch_loader._DatasetKind.Iterable:
@@ -213,25 +219,25 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         return self.batch_sampler if user_batch_sampler else self.sampler
 
     @property
-    def _index_sampler(self):
+    def _index_sampler(self) -> Any:
         index_sampler = super()._index_sampler
         tracker = self.__dict__.get("_tracker")
         return index_sampler if tracker is None else _DispatchingSampler(index_sampler, tracker)
 
     @property
-    def multiprocessing_context(self):
+    def multiprocessing_context(self) -> Any:
         # torch's multi-process iterator reads it once, in its constructor, to start the workers:
         # there (only) it gets the context with guarded worker processes.
-        context = torch.utils.data.DataLoader.multiprocessing_context.fget(self)
+        context = _TORCH_CONTEXT.fget(self)
         if not (GUARDS_WORKERS and self.__dict__.get("_starting_workers")):
             return context
         return GuardedContext(torch.multiprocessing if context is None else context)
 
     @multiprocessing_context.setter
-    def multiprocessing_context(self, context) -> None:
-        torch.utils.data.DataLoader.multiprocessing_context.fset(self, context)
+    def multiprocessing_context(self, context: Any) -> None:
+        _TORCH_CONTEXT.fset(self, context)
 
-    def _get_iterator(self):
+    def _get_iterator(self) -> Any:
         # torch's multi-process iterator calls iter() on the index sampler in its constructor and
         # again in its first _reset: one pass.
         tracker = self._tracker
@@ -243,7 +249,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
             tracker.opening = False
             self.__dict__["_starting_workers"] = False
 
-    def __iter__(self):
+    def __iter__(self) -> Any:  # torch's iterator, each batch a receipt (_Receiving)
         return _Receiving(super().__iter__(), self._tracker)
 
     # ---- checkpoints -------------------------------------------------------------------------
@@ -271,7 +277,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         (for the package's samplers on any number of ranks). Raises ValueError for a state that
         does not fit this loader, changing nothing."""
         tracker = self._tracker
-        source: Optional[Any] = tracker.source
+        source: Any = tracker.source
         stateful = source is not None and hasattr(source, "load_state_dict")
         entry = "dataset" if tracker.adapter is not None else "sampler" if stateful else ""
         batches = _core.parse_loader_state(state, entry)  # state_dict.h's format

@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any, Dict, Tuple
 
 # Where the guard runs: it needs Linux's prctl, pidfd and /proc (on Windows os.kill(pid, 0) would
 # even terminate `pid`). Elsewhere the workers are PyTorch's.
@@ -57,8 +58,9 @@ def _set_death_signal() -> bool:
     """SIGKILL to this process when its parent thread ends; whether the kernel took it."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
-                          ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+        result: int = libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL),
+                                 ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        return result == 0
     except (OSError, AttributeError):
         return False
 
@@ -95,7 +97,7 @@ def guard_worker(creator: int, method: str, main_thread: bool) -> None:
         _watch(creator)
 
 
-def _start_worker(guard, process_class):
+def _start_worker(guard: Tuple[int, str, bool], process_class: Any) -> Any:
     """Unpickling a guarded worker Process (spawn, forkserver): the guard, then the plain
     Process that the rest of the pickle fills in."""
     guard_worker(*guard)
@@ -105,28 +107,31 @@ def _start_worker(guard, process_class):
 class _GuardedProcess:
     """Mixed into the context's Process class: guard_worker runs first in the worker."""
 
+    _start_method: Any  # the Process class's (a context's)
+    _distsampler_base: type  # that class (_guarded_class)
+
     def start(self) -> None:
         method = self._start_method or multiprocessing.get_start_method()
         main = threading.current_thread() is threading.main_thread()
         self._distsampler_guard = (os.getpid(), method, main)
-        super().start()
+        super().start()  # type: ignore[misc]  # the Process class this is mixed into
 
     def run(self) -> None:
         guard = self.__dict__.pop("_distsampler_guard", None)
         if guard is not None:  # fork: nothing was pickled
             guard_worker(*guard)
-        super().run()
+        super().run()  # type: ignore[misc]
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         state = dict(self.__dict__)
         guard = state.pop("_distsampler_guard")
         return _start_worker, (guard, self._distsampler_base), state
 
 
-_classes = {}
+_classes: Dict[type, type] = {}
 
 
-def _guarded_class(process_class):
+def _guarded_class(process_class: type) -> type:
     guarded = _classes.get(process_class)
     if guarded is None:
         guarded = _classes[process_class] = type(
@@ -139,11 +144,11 @@ class GuardedContext:
     """A multiprocessing context (or the torch.multiprocessing module) whose Process is
     guarded; everything else is the context's."""
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: Any) -> None:
         self._context = context
 
-    def Process(self, *args, **kwargs):  # noqa: N802 (multiprocessing's name)
+    def Process(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 (multiprocessing's name)
         return _guarded_class(self._context.Process)(*args, **kwargs)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["_context"], name)

@@ -27,7 +27,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Mapping, NamedTuple, Optional
+from typing import Any, Dict, Mapping, NamedTuple, Optional
 
 from . import _core
 
@@ -101,7 +101,7 @@ def _count(env: Mapping[str, str], name: str) -> int:
     return int(value)
 
 
-def slurm_environment(env: Optional[Mapping[str, str]] = None) -> dict:
+def slurm_environment(env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """The torchrun-style variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
     ``MASTER_PORT``) a SLURM job step's variables give, those already in ``env`` kept; ``{}``
     when ``env`` (default ``os.environ``) has no SLURM task variables. Raises ``RuntimeError``
@@ -140,7 +140,7 @@ def slurm_environment(env: Optional[Mapping[str, str]] = None) -> dict:
     return {k: v for k, v in out.items() if k not in env}
 
 
-def init_distributed(backend: Optional[str] = None, **kwargs) -> Launch:
+def init_distributed(backend: Optional[str] = None, **kwargs: Any) -> Launch:
     """Initialises ``torch.distributed`` from the launcher's variables unless a process group
     exists; returns (rank, world_size, local_rank). See the module's docstring."""
     import torch
@@ -198,10 +198,10 @@ def libuv_available() -> bool:
     of init_process_group's from torch 2.4 on): a server on a free loopback port, at once closed.
     False on a build without libuv (Debian 13's python3-torch 2.6); True before torch 2.2, whose
     TCPStore has no libuv backend to ask for."""
-    import torch.distributed as dist
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # C, not re-exported
 
     try:
-        store = dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True, wait_for_workers=False)
+        store = TCPStore("127.0.0.1", 0, 1, True, use_libuv=True, wait_for_workers=False)
     except TypeError:
         return True
     except RuntimeError as error:

@@ -13,27 +13,28 @@ hosts its own store on rank 0 with ``USE_LIBUV=0`` instead of joining the agent'
 """
 import os
 import sys
+from typing import Any, List, Optional
 
 from .launch import libuv_available
 
 __all__ = ["main"]
 
 
-def _classic_tcp_store():
+def _classic_tcp_store() -> None:
     """Makes torch.distributed.TCPStore default to use_libuv=False (before torch.distributed.run
     and the rendezvous modules import it by name)."""
     import torch.distributed as dist
 
-    base = dist.TCPStore
+    base: Any = dist.TCPStore  # type: ignore[attr-defined]  # C, not re-exported
 
-    class TCPStore(base):
-        def __init__(self, *args, **kwargs):
+    class TCPStore(base):  # type: ignore[misc]  # torch's class, whatever torch
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("use_libuv", False)
             super().__init__(*args, **kwargs)
 
     TCPStore.__name__ = TCPStore.__qualname__ = base.__name__
     TCPStore.__module__ = base.__module__
-    dist.TCPStore = TCPStore
+    dist.TCPStore = TCPStore  # type: ignore[attr-defined]
     # The workers are other interpreters: their env:// reads USE_LIBUV, but a client of the
     # agent's store (TORCHELASTIC_USE_AGENT_STORE=True) is made without use_libuv, hence with
     # libuv. So the workers get a store of their own from rank 0, as before torch 2.3: the
@@ -44,22 +45,23 @@ def _classic_tcp_store():
     # listen: they get a free one instead, published in the store as the dynamic handlers do.
     from torch.distributed.elastic.rendezvous import api, static_tcp_rendezvous
 
-    static = static_tcp_rendezvous.StaticTCPRendezvous
+    static: Any = static_tcp_rendezvous.StaticTCPRendezvous  # patched below
     static.use_agent_store = property(lambda self: False)
     next_rendezvous = static.next_rendezvous
 
-    def next_rendezvous_own_store(self):
+    def next_rendezvous_own_store(self: Any) -> Any:
         info = next_rendezvous(self)
-        return api.RendezvousInfo(info.store, info.rank, info.world_size,
-                                  api.RendezvousStoreInfo.build(info.rank, info.store,
-                                                                 self.master_addr))
+        rendezvous: Any = api  # torch 2.4's names; _classic_store_applies() checked them
+        store_info = rendezvous.RendezvousStoreInfo.build(info.rank, info.store,
+                                                          self.master_addr)
+        return rendezvous.RendezvousInfo(info.store, info.rank, info.world_size, store_info)
 
     static.next_rendezvous = next_rendezvous_own_store
     # ... and the launcher, which gives a static job's workers the agent's address and port
     # outright (they override what the rendezvous says), gives them none.
     from torch.distributed.launcher import api as launcher
 
-    launcher._get_addr_and_port = lambda parameters: (None, None)
+    setattr(launcher, "_get_addr_and_port", lambda parameters: (None, None))
 
 
 def _classic_store_applies() -> bool:
@@ -70,7 +72,7 @@ def _classic_store_applies() -> bool:
     return hasattr(api, "RendezvousStoreInfo")
 
 
-def main(argv=None) -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     # DISTSAMPLER_TORCHRUN_CLASSIC_STORE=1: the classic stores even where libuv works (the tests
     # run this path on every torch that has it; also a way around a libuv problem).
     forced = os.environ.get("DISTSAMPLER_TORCHRUN_CLASSIC_STORE") == "1"
