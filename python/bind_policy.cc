@@ -168,6 +168,7 @@ class PassChunks {
 }  // namespace
 
 void bind_policy(py::module_& m) {
+  m.attr("SAMPLER_STATE_DICT_VERSION") = kSamplerStateDictVersion;
   m.attr("PASS_FIRST_CHUNK") = kFirstChunk;
   m.attr("PASS_CHUNK") = kIndexChunk;
   py::enum_<ItemShape>(m, "ItemShape")

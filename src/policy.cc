@@ -58,7 +58,7 @@ DictValue Policy::state_dict(const Position& position) const {
 
 Position Policy::parse_state(const DictValue& state, std::string* summary) const {
   const DictValue mine = config();
-  const PolicyCheckpoint c = parse_policy_state(state, kind(), mine);
+  const PolicyCheckpoint c = parse_policy_state(state, kind(), mine, loose_keys());
   if (summary != nullptr) *summary = canonical_json(mine);
   return Position{c.epoch, c.consumed};
 }
@@ -115,6 +115,12 @@ std::shared_ptr<const PassItems> PlainPolicy::items(uint64_t epoch, uint64_t sta
   }
   return view_items(source_ ? source_->epoch(epoch, start) : sampler_.epoch(epoch, start),
                     with_mask_);
+}
+
+std::vector<std::string> PlainPolicy::loose_keys() const {
+  // The randperm variant where it does not change the order (the fingerprint's rule).
+  if (randperm_matters(fingerprint(sampler_.options()))) return {};
+  return {"randperm"};
 }
 
 DictValue PlainPolicy::state_dict(const Position& position) const {

@@ -4,6 +4,7 @@
 // the shortest form that reads back, Python's switch to exponents at 1e16 and 1e-4).
 #include "distsampler/state_dict.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -329,7 +330,8 @@ DictValue policy_state_dict(const PolicyCheckpoint& c) {
 }
 
 PolicyCheckpoint parse_policy_state(const DictValue& state, std::string_view kind,
-                                    const DictValue& config) {
+                                    const DictValue& config,
+                                    const std::vector<std::string>& loose) {
   const std::string mine(kind);
   require_dict(state);
   if (state.find("kind") == nullptr && state.find("state") != nullptr) {
@@ -383,6 +385,9 @@ PolicyCheckpoint parse_policy_state(const DictValue& state, std::string_view kin
     const DictValue* a = theirs.find(key);
     const DictValue* b = config.find(key);
     if (a != nullptr && b != nullptr && same_value(*a, *b)) continue;
+    if (a != nullptr && b != nullptr && std::find(loose.begin(), loose.end(), key) != loose.end()) {
+      continue;
+    }
     differences += (differences.empty() ? "" : "; ") + std::string("state ") + key + " = " +
                    python_repr(a ? *a : none) + " but this sampler's " + key + " = " +
                    python_repr(b ? *b : none);

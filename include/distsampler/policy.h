@@ -66,6 +66,8 @@ class Policy {
   // entry; `summary` gets what every rank must agree on (configuration, epoch, consumed).
   virtual DictValue state_dict(const Position& position) const;
   virtual Position parse_state(const DictValue& state, std::string* summary) const;
+  // Configuration keys a checkpoint need not match (state_dict.h's parse_policy_state).
+  virtual std::vector<std::string> loose_keys() const { return {}; }
 };
 
 // distsampler.torch.DistributedSampler's policy (kind "DistributedSampler", the fingerprint's
@@ -89,6 +91,7 @@ class PlainPolicy : public Policy {
   std::shared_ptr<const PassItems> items(uint64_t epoch, uint64_t start) override;
   DictValue state_dict(const Position& position) const override;
   Position parse_state(const DictValue& state, std::string* summary) const override;
+  std::vector<std::string> loose_keys() const override;
 
  private:
   Kind kind_;

@@ -71,8 +71,12 @@ struct PolicyCheckpoint {
 DictValue policy_state_dict(const PolicyCheckpoint& checkpoint);
 // The checkpoint a state dict holds for a sampler of `kind` configured as `config`; throws
 // std::invalid_argument naming the entry (malformed, edited, foreign kind or configuration).
+// `loose`: configuration keys that need not match, because they do not change this sampler's
+// stream (the randperm variant of an order it does not change: states written under another
+// PyTorch still load).
 PolicyCheckpoint parse_policy_state(const DictValue& state, std::string_view kind,
-                                    const DictValue& config);
+                                    const DictValue& config,
+                                    const std::vector<std::string>& loose = {});
 
 // ---- The plain sampler's checkpoint (distsampler.torch.DistributedSampler) -------------------
 //

@@ -30,7 +30,8 @@ for that only: without it (torch 2 runs without it) the sampler iterates index b
 size (PyTorch's order needs the whole permutation on every rank).
 """
 import warnings
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any, Dict, Iterator, Optional
 
 import torch.utils.data.distributed
 
@@ -39,16 +40,16 @@ from ._loader import DataLoader
 from ._passes import (CheckpointMismatch, SeedOverflowError, Shell, gather_in_step,
                       import_numpy, randperm_variant, resolve_world, spans_group)
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     import numpy
     import numpy.typing
 
 __all__ = ["DistributedSampler", "DataLoader", "ConfigurationMismatch", "CheckpointMismatch",
            "SeedOverflowError", "STATE_VERSION"]
 
-# The format of state_dict() (state_dict.h's kSamplerStateDictVersion); load_state_dict() also
-# reads version 1 (no checksum, same world size when written), converting it.
-STATE_VERSION = 2
+# The format of state_dict() (state_dict.h's); load_state_dict() also reads version 1 (no
+# checksum, same world size when written), converting it.
+STATE_VERSION: int = _core.SAMPLER_STATE_DICT_VERSION
 
 
 class ConfigurationMismatch(ValueError):

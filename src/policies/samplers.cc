@@ -210,9 +210,10 @@ class BatchPolicy : public Policy {
  public:
   using OrderOf = OrderPolicy::OrderOf;
   BatchPolicy(std::string kind, DictValue config, uint64_t size, uint64_t batch_size,
-              const RankCut& cut, bool shuffled, OrderOf order)
+              const RankCut& cut, bool shuffled, OrderOf order,
+              std::vector<std::string> loose = {})
       : kind_(std::move(kind)), config_(std::move(config)), batch_size_(batch_size), cut_(cut),
-        shuffled_(shuffled), order_(std::move(order)) {
+        shuffled_(shuffled), order_(std::move(order)), loose_(std::move(loose)) {
     // BatchView's checks of batch_size, world size and rank, on no samples.
     BatchView(make_sequence_order({}), batch_size, cut.world_size, cut.rank, cut.drop_last);
     // Without drop_last every batch counts (the last may be short); with it, full ones only.
@@ -228,6 +229,7 @@ class BatchPolicy : public Policy {
   uint64_t remaining(uint64_t start) const override {
     return batches_.resumed_at(start).num_samples();
   }
+  std::vector<std::string> loose_keys() const override { return loose_; }
   std::shared_ptr<const PassItems> items(uint64_t epoch, uint64_t start) override {
     BatchView view(order_(epoch), batch_size_, cut_.world_size, cut_.rank, cut_.drop_last);
     return std::make_shared<BatchItems>(std::move(view), batches_.resumed_at(start));
@@ -240,6 +242,7 @@ class BatchPolicy : public Policy {
   RankCut cut_;
   bool shuffled_;
   OrderOf order_;
+  std::vector<std::string> loose_;
   Partition batches_;
 };
 
@@ -312,9 +315,13 @@ std::shared_ptr<Policy> batch_policy(const OrderOptions& order, uint64_t batch_s
       check_feistel_version(order.feistel_version).code != 0) {
     config.set("feistel_version", DictValue::integer(static_cast<uint64_t>(order.feistel_version)));
   }
+  // The randperm variant only changes the shuffled torch order of large datasets.
+  const bool randperm_changes = order.kind == OrderKind::kTorch && order.shuffle &&
+                                order.size >= kRandpermInsideOutThreshold;
   return std::make_shared<BatchPolicy>(
       "DistributedBatchSampler", std::move(config), order.size, batch_size, cut, order.shuffle,
-      [order](uint64_t epoch) { return make_epoch_order(order, epoch); });
+      [order](uint64_t epoch) { return make_epoch_order(order, epoch); },
+      randperm_changes ? std::vector<std::string>{} : std::vector<std::string>{"randperm"});
 }
 
 std::shared_ptr<Policy> bucketed_policy(const BucketOptions& options, const RankCut& cut) {

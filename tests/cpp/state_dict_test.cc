@@ -83,6 +83,7 @@ TEST(StateDict, PolicyStatesRoundTripAndRefuseEditsNamingTheEntry) {
   DictValue other = c.config;
   other.set("seed", DictValue::integer(4));
   refused(state, c.kind, other, "state seed = -1 but this sampler's seed = 4");
+  EXPECT_EQ(parse_policy_state(state, c.kind, other, {"seed"}).consumed, 6u);  // a loose key
   refused(DictValue::list({}), c.kind, c.config, "state must be a dict from state_dict(), not list");
   DictValue missing = state;
   missing.entries.erase(missing.entries.begin() + 2);  // epoch
