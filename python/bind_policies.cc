@@ -23,8 +23,9 @@ namespace {
 std::vector<uint64_t> sampler_output(const py::object& sampler, uint64_t epoch) {
   if (py::hasattr(sampler, "set_epoch")) sampler.attr("set_epoch")(epoch);
   std::vector<uint64_t> out;
+  const py::object as_index = py::module_::import("operator").attr("index");
   for (py::handle item : sampler) {
-    const py::object index = py::module_::import("operator").attr("index")(item);
+    const py::object index = as_index(item);
     const bool negative = PyObject_RichCompareBool(index.ptr(), py::int_(0).ptr(), Py_LT) == 1;
     if (negative || PyObject_RichCompareBool(index.ptr(), py::int_(UINT64_MAX).ptr(), Py_GT) == 1) {
       throw std::invalid_argument("sampler output[" + std::to_string(out.size()) + "] = " +
