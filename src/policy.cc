@@ -52,8 +52,8 @@ std::shared_ptr<const PassItems> view_items(RankView view, bool with_mask) {
 }
 
 DictValue Policy::state_dict(const Position& position) const {
-  return policy_state_dict(
-      PolicyCheckpoint{kind(), config(), position.epoch, position.consumed, world_size()});
+  return policy_state_dict(PolicyCheckpoint{kind(), config(), position.epoch, position.consumed,
+                                            world_size(), DictValue{}});
 }
 
 Position Policy::parse_state(const DictValue& state, std::string* summary) const {

@@ -318,6 +318,7 @@ DictValue policy_fields(const PolicyCheckpoint& c) {
       .set("consumed", DictValue::integer(c.consumed))
       .set("world_size", DictValue::integer(c.world_size))
       .set("config", c.config);
+  if (c.position.type != DictValue::Type::kNone) fields.set("position", c.position);
   return fields;
 }
 
@@ -396,6 +397,7 @@ PolicyCheckpoint parse_policy_state(const DictValue& state, std::string_view kin
     fail("state does not match this sampler's configuration: " + differences);
   }
   out.config = config;
+  if (const DictValue* position = state.find("position")) out.position = *position;
   return out;
 }
 

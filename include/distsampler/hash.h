@@ -42,6 +42,7 @@ enum KeyDomain : uint64_t {
   kDomainBlend = 0x426c656e'64446174ull,          // "BlendDat": per-dataset orders of a blend
   kDomainBatches = 0x42617463'68657331ull,        // "Batches1": the order of batches
   kDomainShards = 0x53686172'64733031ull,         // "Shards01": shard order and windows
+  kDomainTokens = 0x546f6b65'6e537263ull,         // "TokenSrc": token sources' document orders
 };
 
 // A counter-based stream: the value at `counter` under `key`, uniform over 64-bit words.

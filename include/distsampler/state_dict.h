@@ -66,6 +66,10 @@ struct PolicyCheckpoint {
   uint64_t epoch = 0;
   uint64_t consumed = 0;
   uint64_t world_size = 1;
+  // Where in its stream a sampler stands beyond `consumed`, when that is more than one count (a
+  // token plan's per-source cursors); written as "position" when not None, covered by the
+  // checksum like every entry.
+  DictValue position;
 };
 
 DictValue policy_state_dict(const PolicyCheckpoint& checkpoint);

@@ -1,0 +1,281 @@
+// plan.cc: packing the mixer's pieces into sequences, steps and ranks, and the plan's checkpoint
+// (plan.h).
+#include "distsampler/tokens/plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace distsampler {
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument(message); }
+
+uint64_t checked_seq_len(uint64_t seq_len) {
+  if (seq_len == 0 || seq_len > TokenPlanOptions::kMaxSeqLen) {
+    invalid("seq_len = " + std::to_string(seq_len) + "; allowed: 1 to 2^30");
+  }
+  return seq_len;
+}
+
+DictValue plan_config(const std::vector<std::shared_ptr<const DocumentLengths>>& sources,
+                      const Mixer& mixer, const TokenPlanOptions& o) {
+  std::vector<DictValue> lengths, quotas;
+  for (const auto& source : sources) {
+    lengths.push_back(DictValue::list(
+        {DictValue::integer(source->documents()), DictValue::integer(source->total_tokens())}));
+  }
+  for (uint64_t quota : mixer.quotas()) quotas.push_back(DictValue::integer(quota));
+  DictValue config = DictValue::dict();
+  config.set("plan", DictValue::integer(TokenPlan::kVersion))
+      .set("sources", DictValue::list(std::move(lengths)))
+      .set("quotas", DictValue::list(std::move(quotas)))
+      .set("seq_len", DictValue::integer(o.seq_len))
+      .set("global_batch", DictValue::integer(o.global_batch))
+      .set("seed", DictValue::integer(o.seed))
+      .set("packing", DictValue::string(std::string(to_string(o.packing))));
+  if (o.packing == Packing::kBestFit) config.set("window", DictValue::integer(o.window));
+  return config;
+}
+
+uint64_t entry_u64(const DictValue& value, const std::string& name) {
+  uint64_t out = 0;
+  if (!value.as_u64(out)) {
+    invalid("state " + name + " = " + python_repr(value) + "; expected an int in [0, 2^64 - 1]");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(Packing packing) {
+  return packing == Packing::kConcat ? "concat" : "best-fit";
+}
+
+Packing parse_packing(std::string_view text, std::string_view parameter) {
+  if (text == "concat") return Packing::kConcat;
+  if (text == "best-fit") return Packing::kBestFit;
+  invalid(std::string(parameter) + " = '" + std::string(text) +
+          "'; allowed: 'concat' (Megatron's concat-then-split) or 'best-fit'");
+}
+
+uint64_t PlannedSequence::tokens() const {
+  uint64_t n = 0;
+  for (const Span& span : spans) n += span.end - span.begin;
+  return n;
+}
+
+RankSequences rank_sequences(uint64_t global_batch, uint64_t world_size, uint64_t rank,
+                             uint64_t step) {
+  if (world_size == 0) invalid("world_size = 0; at least 1 rank");
+  if (rank >= world_size) {
+    invalid("rank = " + std::to_string(rank) + "; allowed: 0 to world_size - 1 = " +
+            std::to_string(world_size - 1));
+  }
+  if (global_batch == 0 || global_batch % world_size != 0) {
+    invalid("global_batch = " + std::to_string(global_batch) +
+            " is not a positive multiple of world_size = " + std::to_string(world_size) +
+            "; each rank reads global_batch / world_size sequences per step");
+  }
+  const uint64_t per_rank = global_batch / world_size;
+  return RankSequences{step * global_batch + rank * per_rank, per_rank};
+}
+
+TokenPlan::TokenPlan(std::vector<std::shared_ptr<const DocumentLengths>> sources,
+                     TokenPlanOptions options)
+    : options_(std::move(options)),
+      mixer_(sources, options_.weights, options_.seed, checked_seq_len(options_.seq_len) + 1) {
+  if (options_.global_batch == 0) invalid("global_batch = 0; at least 1 sequence per step");
+  if (options_.packing == Packing::kBestFit &&
+      (options_.window == 0 || options_.window > TokenPlanOptions::kMaxWindow)) {
+    invalid("window = " + std::to_string(options_.window) + "; allowed: 1 to 2^24 pieces");
+  }
+  config_ = plan_config(sources, mixer_, options_);
+}
+
+PlannedSequence TokenPlan::next() {
+  return options_.packing == Packing::kConcat ? next_concat() : next_best_fit();
+}
+
+PlannedSequence TokenPlan::next_concat() {
+  const uint64_t want = sequence_tokens();
+  PlannedSequence out;
+  out.index = sequence_++;
+  uint64_t have = 0, offset = offset_;
+  for (size_t i = 0; have < want; ++i) {
+    if (i == pending_.size()) pending_.push_back(mixer_.next());
+    const Piece& piece = pending_[i];
+    const uint64_t begin = piece.begin + (i == 0 ? offset : 0);
+    const uint64_t end = std::min(piece.end, begin + (want - have));
+    out.spans.push_back(Span{piece.source, piece.document, begin, end, piece.epoch});
+    have += end - begin;
+  }
+  // The next sequence starts at the last token of this one: L tokens on.
+  uint64_t advance = options_.seq_len;
+  while (advance > 0) {
+    const uint64_t left = pending_.front().tokens() - offset;
+    if (advance < left) {
+      offset += advance;
+      break;
+    }
+    advance -= left;
+    offset = 0;
+    pending_.pop_front();
+    if (pending_.empty()) pending_.push_back(mixer_.next());
+  }
+  offset_ = offset;
+  return out;
+}
+
+void TokenPlan::fill_window() {
+  anchor_ = mixer_.cursors();
+  std::vector<Piece> pieces;
+  pieces.reserve(options_.window);
+  for (uint64_t i = 0; i < options_.window; ++i) pieces.push_back(mixer_.next());
+  // Best-fit decreasing: the longest piece first (the earlier one on a tie), each into the bin
+  // with the least room that holds it (the earliest opened on a tie), a new bin when none does.
+  std::vector<size_t> order(pieces.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return pieces[a].tokens() > pieces[b].tokens();
+  });
+  const uint64_t capacity = sequence_tokens();
+  std::set<std::pair<uint64_t, size_t>> room;  // (tokens free, bin)
+  bins_.clear();
+  for (size_t i : order) {
+    const Piece& piece = pieces[i];
+    auto fit = room.lower_bound({piece.tokens(), size_t{0}});
+    size_t bin;
+    uint64_t free;
+    if (fit == room.end()) {
+      bin = bins_.size();
+      bins_.emplace_back();
+      free = capacity;
+    } else {
+      bin = fit->second;
+      free = fit->first;
+      room.erase(fit);
+    }
+    bins_[bin].push_back(Span{piece.source, piece.document, piece.begin, piece.end, piece.epoch});
+    free -= piece.tokens();
+    if (free > 0) room.insert({free, bin});
+  }
+  next_bin_ = 0;
+}
+
+PlannedSequence TokenPlan::next_best_fit() {
+  if (next_bin_ == bins_.size()) fill_window();
+  PlannedSequence out;
+  out.index = sequence_++;
+  out.spans = bins_[next_bin_++];
+  return out;
+}
+
+std::vector<PlannedSequence> TokenPlan::next_step(uint64_t world_size, uint64_t rank) {
+  const RankSequences mine = rank_sequences(options_.global_batch, world_size, rank, step());
+  if (sequence_ % options_.global_batch != 0) {
+    throw std::logic_error("next_step: the plan stands at sequence " + std::to_string(sequence_) +
+                           ", inside a step of " + std::to_string(options_.global_batch));
+  }
+  std::vector<PlannedSequence> out;
+  for (uint64_t i = 0; i < options_.global_batch; ++i) {
+    PlannedSequence sequence = next();
+    if (sequence.index >= mine.first && sequence.index < mine.first + mine.count) {
+      out.push_back(std::move(sequence));
+    }
+  }
+  return out;
+}
+
+TokenPlanState TokenPlan::state() const {
+  TokenPlanState state;
+  state.sequence = sequence_;
+  if (options_.packing == Packing::kConcat) {
+    state.cursors = mixer_.cursors();
+    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) Mixer::rewind(state.cursors, *it);
+    state.skip = pending_.empty() ? 0 : offset_;
+  } else if (next_bin_ < bins_.size()) {
+    state.cursors = anchor_;
+    state.skip = next_bin_;
+  } else {
+    state.cursors = mixer_.cursors();
+  }
+  return state;
+}
+
+void TokenPlan::load(const TokenPlanState& state) {
+  TokenPlan moved = *this;  // the load works on a copy: a failure leaves this plan as it was
+  moved.mixer_.restore(state.cursors);
+  moved.sequence_ = state.sequence;
+  moved.pending_.clear();
+  moved.offset_ = 0;
+  moved.bins_.clear();
+  moved.next_bin_ = 0;
+  if (options_.packing == Packing::kConcat) {
+    moved.pending_.push_back(moved.mixer_.next());
+    if (state.skip >= moved.pending_.front().tokens()) {
+      invalid("state skip = " + std::to_string(state.skip) + " but the piece there holds " +
+              std::to_string(moved.pending_.front().tokens()) + " tokens");
+    }
+    moved.offset_ = state.skip;
+  } else if (state.skip > 0) {
+    moved.fill_window();
+    if (state.skip >= moved.bins_.size()) {
+      invalid("state skip = " + std::to_string(state.skip) + " but the window there packs " +
+              std::to_string(moved.bins_.size()) + " sequences");
+    }
+    moved.next_bin_ = state.skip;
+  }
+  *this = std::move(moved);
+}
+
+DictValue TokenPlan::state_dict(uint64_t world_size) const {
+  const TokenPlanState s = state();
+  std::vector<DictValue> cursors;
+  for (const SourceCursor& c : s.cursors) {
+    cursors.push_back(DictValue::list({DictValue::integer(c.epoch), DictValue::integer(c.position),
+                                       DictValue::integer(c.offset),
+                                       DictValue::integer(c.consumed)}));
+  }
+  PolicyCheckpoint checkpoint;
+  checkpoint.kind = kStateKind;
+  checkpoint.config = config_;
+  checkpoint.consumed = s.sequence;
+  checkpoint.world_size = world_size;
+  checkpoint.position = DictValue::dict();
+  checkpoint.position.set("cursors", DictValue::list(std::move(cursors)))
+      .set("skip", DictValue::integer(s.skip));
+  return policy_state_dict(checkpoint);
+}
+
+void TokenPlan::load_state_dict(const DictValue& state) {
+  const PolicyCheckpoint checkpoint = parse_policy_state(state, kStateKind, config_);
+  const DictValue& position = checkpoint.position;
+  const DictValue* cursors = position.find("cursors");
+  const DictValue* skip = position.find("skip");
+  if (cursors == nullptr || skip == nullptr || cursors->type != DictValue::Type::kList) {
+    invalid("state position = " + python_repr(position) +
+            "; expected {'cursors': [[epoch, position, offset, consumed], ...], 'skip': n}");
+  }
+  TokenPlanState s;
+  s.sequence = checkpoint.consumed;
+  s.skip = entry_u64(*skip, "position['skip']");
+  for (size_t i = 0; i < cursors->items.size(); ++i) {
+    const DictValue& c = cursors->items[i];
+    const std::string name = "position['cursors'][" + std::to_string(i) + "]";
+    if (c.type != DictValue::Type::kList || c.items.size() != 4) {
+      invalid("state " + name + " = " + python_repr(c) +
+              "; expected [epoch, position, offset, consumed]");
+    }
+    s.cursors.push_back(SourceCursor{entry_u64(c.items[0], name + "[0]"),
+                                     entry_u64(c.items[1], name + "[1]"),
+                                     entry_u64(c.items[2], name + "[2]"),
+                                     entry_u64(c.items[3], name + "[3]")});
+  }
+  load(s);
+}
+
+}  // namespace distsampler

@@ -1,0 +1,262 @@
+// plan.h's contract: concat sequences are the mixer's stream cut at every L tokens with one shared
+// token; best-fit bins hold each window's pieces once, within L + 1 tokens; the ranks of any W
+// read the one stream; a state resumes it bit for bit on any W; a failed load changes nothing;
+// a state of another configuration is refused naming the difference.
+#include "distsampler/tokens/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "distsampler/hash.h"
+
+namespace distsampler {
+namespace {
+
+using Sources = std::vector<std::shared_ptr<const DocumentLengths>>;
+
+Sources make_sources(uint64_t key, std::vector<uint64_t> documents, uint32_t longest) {
+  Sources out;
+  for (size_t s = 0; s < documents.size(); ++s) {
+    std::vector<uint32_t> lengths(documents[s]);
+    for (uint64_t d = 0; d < documents[s]; ++d) {
+      const uint64_t h = hash_at(key + s, d);
+      lengths[d] = static_cast<uint32_t>(h % ((h >> 60) == 0 ? 4 * longest : longest / 4 + 2));
+    }
+    lengths[0] = 5;
+    out.push_back(std::make_shared<LengthList>(lengths));
+  }
+  return out;
+}
+
+TokenPlanOptions options(Packing packing, uint64_t seq_len, uint64_t batch) {
+  TokenPlanOptions o;
+  o.weights = {0.5, 0.3, 0.2};
+  o.seq_len = seq_len;
+  o.global_batch = batch;
+  o.seed = 1234;
+  o.packing = packing;
+  o.window = 37;
+  return o;
+}
+
+std::vector<PlannedSequence> run(TokenPlan& plan, uint64_t count) {
+  std::vector<PlannedSequence> out;
+  for (uint64_t i = 0; i < count; ++i) out.push_back(plan.next());
+  return out;
+}
+
+void expect_same(const PlannedSequence& a, const PlannedSequence& b, const std::string& where) {
+  ASSERT_EQ(a.index, b.index) << where;
+  ASSERT_EQ(a.spans, b.spans) << where << ", sequence " << a.index;
+}
+
+TEST(PlanTest, ConcatIsTheMixedStreamCutEveryLTokensSharingOneToken) {
+  const Sources sources = make_sources(1, {40, 9, 120}, 50);
+  const TokenPlanOptions o = options(Packing::kConcat, 16, 4);
+  TokenPlan plan(sources, o);
+  Mixer mixer(sources, o.weights, o.seed, o.seq_len + 1);
+  // the mixed stream, token by token, as (source, document, offset)
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> stream;
+  const auto sequences = run(plan, 500);
+  while (stream.size() < 500 * 16 + 1) {
+    const Piece p = mixer.next();
+    for (uint64_t t = p.begin; t < p.end; ++t) stream.emplace_back(p.source, p.document, t);
+  }
+  for (const PlannedSequence& s : sequences) {
+    ASSERT_EQ(s.tokens(), 17u);
+    uint64_t at = s.index * 16;
+    for (const Span& span : s.spans) {
+      ASSERT_LT(span.begin, span.end);
+      for (uint64_t t = span.begin; t < span.end; ++t, ++at) {
+        ASSERT_EQ(stream[at], std::make_tuple(span.source, span.document, t))
+            << "sequence " << s.index;
+      }
+    }
+  }
+}
+
+TEST(PlanTest, BestFitBinsHoldEachWindowsPiecesOnceWithinLPlusOneTokens) {
+  const Sources sources = make_sources(2, {300, 80, 500}, 40);
+  const TokenPlanOptions o = options(Packing::kBestFit, 64, 8);
+  TokenPlan plan(sources, o);
+  Mixer mixer(sources, o.weights, o.seed, o.seq_len + 1);
+  uint64_t tokens = 0, capacity = 0;
+  uint64_t windows = 0;
+  while (windows < 30) {
+    // one window of pieces from the mixer, and the plan's bins until they are all placed
+    std::map<std::tuple<uint32_t, uint64_t, uint64_t, uint64_t>, uint64_t> window;
+    uint64_t window_tokens = 0;
+    // (source, epoch, document, begin) of each piece placed
+    std::map<std::tuple<uint32_t, uint64_t, uint64_t, uint64_t>, int> placed;
+    for (uint64_t i = 0; i < o.window; ++i) {
+      const Piece p = mixer.next();
+      window[{p.source, p.epoch, p.document, p.begin}] = p.end;
+      window_tokens += p.tokens();
+    }
+    uint64_t seen = 0;
+    while (seen < window_tokens) {
+      const PlannedSequence s = plan.next();
+      ASSERT_LE(s.tokens(), 65u);
+      ASSERT_FALSE(s.spans.empty());
+      for (const Span& span : s.spans) {
+        auto it = window.find({span.source, span.epoch, span.document, span.begin});
+        ASSERT_NE(it, window.end()) << "a span from outside its window";
+        ASSERT_EQ(it->second, span.end);
+        ASSERT_EQ(++placed[it->first], 1) << "a piece placed twice";
+        seen += span.end - span.begin;
+      }
+      tokens += s.tokens();
+      capacity += 65;
+    }
+    ASSERT_EQ(seen, window_tokens);
+    ++windows;
+  }
+  // best-fit decreasing fills the bins: padding well under a tenth here
+  EXPECT_LT(static_cast<double>(capacity - tokens) / static_cast<double>(capacity), 0.10);
+}
+
+TEST(PlanTest, EveryWorldSizeReadsTheOneStream) {
+  for (Packing packing : {Packing::kConcat, Packing::kBestFit}) {
+    const Sources sources = make_sources(3, {70, 15, 200}, 30);
+    const TokenPlanOptions o = options(packing, 32, 24);
+    TokenPlan one(sources, o);
+    const auto expected = run(one, 24 * 20);
+    for (uint64_t world : {1, 2, 3, 4, 8}) {
+      std::vector<TokenPlan> ranks(world, TokenPlan(sources, o));
+      for (uint64_t step = 0; step < 20; ++step) {
+        for (uint64_t r = 0; r < world; ++r) {
+          const auto mine = ranks[r].next_step(world, r);
+          ASSERT_EQ(mine.size(), 24 / world);
+          for (size_t i = 0; i < mine.size(); ++i) {
+            const uint64_t k = step * 24 + r * (24 / world) + i;
+            expect_same(mine[i], expected[k], "W=" + std::to_string(world));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanTest, AStateResumesTheStreamOnAnyWorldSize) {
+  for (Packing packing : {Packing::kConcat, Packing::kBestFit}) {
+    const Sources sources = make_sources(4, {50, 7, 90}, 60);
+    const TokenPlanOptions o = options(packing, 20, 6);
+    TokenPlan full(sources, o);
+    const auto expected = run(full, 6 * 40);
+    for (uint64_t cut : {0, 1, 5, 6, 37, 120, 234}) {
+      TokenPlan first(sources, o);
+      run(first, cut);
+      const DictValue saved = first.state_dict(2);
+      const std::string json = canonical_json(saved);
+      TokenPlan resumed(sources, o);
+      resumed.load_state_dict(saved);
+      EXPECT_EQ(canonical_json(resumed.state_dict(2)), json) << "state of a fresh load, cut " << cut;
+      for (uint64_t k = cut; k < expected.size(); ++k) {
+        expect_same(resumed.next(), expected[k], "cut " + std::to_string(cut));
+      }
+    }
+    // a step boundary: resumed on 3 ranks where 2 stopped
+    TokenPlan stopped(sources, o);
+    run(stopped, 6 * 13);
+    const DictValue saved = stopped.state_dict(2);
+    for (uint64_t r = 0; r < 3; ++r) {
+      TokenPlan rank(sources, o);
+      rank.load_state_dict(saved);
+      for (uint64_t step = 13; step < 40; ++step) {
+        const auto mine = rank.next_step(3, r);
+        for (size_t i = 0; i < mine.size(); ++i) {
+          expect_same(mine[i], expected[step * 6 + r * 2 + i], "W'=3");
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanTest, AFailedLoadChangesNothing) {
+  for (Packing packing : {Packing::kConcat, Packing::kBestFit}) {
+    const Sources sources = make_sources(5, {30, 30, 30}, 20);
+    const TokenPlanOptions o = options(packing, 8, 2);
+    TokenPlan plan(sources, o);
+    run(plan, 11);
+    TokenPlan twin(sources, o);
+    run(twin, 11);
+    TokenPlanState bad = plan.state();
+    bad.skip = 1000000;
+    EXPECT_THROW(plan.load(bad), std::invalid_argument);
+    bad = plan.state();
+    bad.cursors[2].position = 30;
+    EXPECT_THROW(plan.load(bad), std::invalid_argument);
+    DictValue edited = plan.state_dict(1);
+    edited.set("consumed", DictValue::integer(3));
+    EXPECT_THROW(plan.load_state_dict(edited), std::invalid_argument);
+    for (int i = 0; i < 50; ++i) expect_same(plan.next(), twin.next(), "after failed loads");
+  }
+}
+
+std::string load_error(const TokenPlanOptions& writer, const TokenPlanOptions& reader,
+                       const Sources& written, const Sources& read) {
+  TokenPlan a(written, writer);
+  run(a, 3);
+  TokenPlan b(read, reader);
+  try {
+    b.load_state_dict(a.state_dict(1));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlanTest, AStateOfAnotherConfigurationIsRefusedNamingTheDifference) {
+  const Sources sources = make_sources(6, {30, 30, 30}, 20);
+  const TokenPlanOptions o = options(Packing::kConcat, 8, 2);
+  TokenPlanOptions other = o;
+  other.seed = 5;
+  EXPECT_NE(load_error(o, other, sources, sources).find("state seed = 1234 but this sampler's seed = 5"),
+            std::string::npos);
+  other = o;
+  other.weights = {0.2, 0.3, 0.5};
+  EXPECT_NE(load_error(o, other, sources, sources).find("quotas"), std::string::npos);
+  other = o;
+  other.global_batch = 4;
+  EXPECT_NE(load_error(o, other, sources, sources).find("global_batch"), std::string::npos);
+  other = o;
+  other.packing = Packing::kBestFit;
+  EXPECT_NE(load_error(o, other, sources, sources).find("packing"), std::string::npos);
+  const Sources grown = make_sources(6, {30, 31, 30}, 20);
+  EXPECT_NE(load_error(o, o, sources, grown).find("sources"), std::string::npos);
+  EXPECT_EQ(load_error(o, o, sources, sources), "");
+}
+
+TEST(PlanTest, BadOptionsAreRefusedNamingTheParameter) {
+  const Sources sources = make_sources(7, {3}, 10);
+  TokenPlanOptions o;
+  o.weights = {1};
+  o.seq_len = 0;
+  EXPECT_THROW(TokenPlan(sources, o), std::invalid_argument);
+  o.seq_len = 8;
+  o.global_batch = 0;
+  EXPECT_THROW(TokenPlan(sources, o), std::invalid_argument);
+  o.global_batch = 4;
+  o.packing = Packing::kBestFit;
+  o.window = 0;
+  EXPECT_THROW(TokenPlan(sources, o), std::invalid_argument);
+  EXPECT_THROW(parse_packing("first-fit"), std::invalid_argument);
+  EXPECT_EQ(parse_packing("best-fit"), Packing::kBestFit);
+  EXPECT_THROW(rank_sequences(6, 4, 0, 0), std::invalid_argument);
+  EXPECT_THROW(rank_sequences(8, 4, 4, 0), std::invalid_argument);
+  EXPECT_EQ(rank_sequences(8, 4, 3, 2).first, 22u);
+  o.window = 4;
+  TokenPlan plan(sources, o);
+  plan.next();
+  EXPECT_THROW(plan.next_step(2, 0), std::logic_error);
+}
+
+}  // namespace
+}  // namespace distsampler
