@@ -302,7 +302,8 @@ TEST(Indexed, MissingAndIrregularFilesNameThePath) {
   ASSERT_EQ(::mkfifo(dir.file("fifo.bin").c_str(), 0600), 0) << std::strerror(errno);
   dir.write("fifo.idx", f.index.idx());
   testing_util::expect_fifo_refused([&] { IndexedDataset(dir.file("fifo")); },
-                                    dir.file("fifo") + ".bin", "is a FIFO; allowed: a regular file");
+                                    dir.file("fifo") + ".bin",
+                                    "is a FIFO; allowed: a regular file");
 }
 
 // Documents of 0 to 4 int32 tokens: enough entries to corrupt the first, a middle and the last.
@@ -372,8 +373,9 @@ TEST(Indexed, BadHeadersAreFormatErrors) {
     Bytes idx = f.index.idx();
     idx[i] ^= 0x20;
     const std::string p = write(dir, "magic", idx, f.bin);
-    expect_format_error([&] { IndexedDataset ds(p); }, p + ".idx", 0,
-                        "bad magic; allowed: \"MMIDIDX\\0\\0\" (a Megatron indexed dataset's .idx)");
+    expect_format_error(
+        [&] { IndexedDataset ds(p); }, p + ".idx", 0,
+        "bad magic; allowed: \"MMIDIDX\\0\\0\" (a Megatron indexed dataset's .idx)");
   }
   const std::string p0 = write(dir, "magic", Bytes{'M', 'X'}, f.bin);  // short and wrong
   expect_format_error([&] { IndexedDataset ds(p0); }, p0 + ".idx", 0, "bad magic");

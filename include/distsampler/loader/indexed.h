@@ -26,9 +26,10 @@ class MappedFile;
 // exactly what sequence_count and document_count make, document_indices[0] == 0 and its last ==
 // sequence_count, sequence_pointers[0] == 0, the last sequence's length and pointer, and that
 // the .bin ends exactly where the last sequence does. Each other document's length (>= 0) and
-// pointer (a multiple of the token size, its tokens ending where the next document's pointer
-// points) are checked when it is accessed: length() checks the length, read() both. A .idx that ends with a sequence_modes block (one byte
-// per sequence: a multimodal dataset) is refused: its sequences are not documents of tokens.
+// pointer (a multiple of the token size inside the .bin, its tokens ending where the next
+// document's pointer points) are checked when it is accessed: length() checks the length, read()
+// both. A .idx that ends with a sequence_modes block (one byte per sequence: a multimodal
+// dataset) is refused: its sequences are not documents of tokens.
 // Float tokens (float32, float64) read as int64 when they are integers in int64's range.
 // Every bad file throws FormatError naming the file (the .idx or the .bin), the byte offset and
 // the problem; std::runtime_error naming the path and the errno text when a file cannot be opened
