@@ -510,13 +510,14 @@ TEST(Indexed, EveryByteMutatedIsAnErrorOrData) {
   const TempDir dir;
   const Files f = sample_files();
   const Bytes good = f.index.idx();
+  const std::string p = write(dir, "m", good, f.bin);
   int opened = 0, refused = 0;
   for (size_t i = 0; i < good.size(); ++i) {
     for (unsigned char v : {0x00, 0x01, 0x04, 0x7F, 0x80, 0xFF}) {
       Bytes idx = good;
       if (idx[i] == v) continue;
       idx[i] = v;
-      const std::string p = write(dir, "m", idx, f.bin);
+      dir.write("m.idx", idx);
       try {
         const IndexedDataset ds(p);
         ++opened;
