@@ -44,4 +44,5 @@ PYBIND11_MODULE(_core, m) {
   bind_pass(m);      // pass.h
   bind_policy(m);    // policy.h, state_dict.h
   bind_policies(m);  // policies/*.h
+  bind_indexed(m);   // loader/indexed.h
 }
