@@ -47,7 +47,7 @@ PolicyCheckpoint example() {
                                        DictValue::real(1e16), DictValue::real(1e15)}))
       .set("name", DictValue::string("caf\xc3\xa9"))
       .set("drop_last", DictValue::boolean(true));
-  return PolicyCheckpoint{"WeightedDistributedSampler", config, 2, 6, 3};
+  return PolicyCheckpoint{"WeightedDistributedSampler", config, 2, 6, 3, DictValue{}};
 }
 
 TEST(StateDict, PolicyChecksumIsPythonsCrcOfItsSortedJson) {
@@ -93,6 +93,19 @@ TEST(StateDict, PolicyStatesRoundTripAndRefuseEditsNamingTheEntry) {
   forged.world_size = 0;
   refused(policy_state_dict(forged), c.kind, c.config,
           "state world_size = 0 is out of range; allowed: an int in [1, 2^64 - 1]");
+}
+
+TEST(StateDict, APositionIsWrittenCheckedAndReturned) {
+  PolicyCheckpoint c = example();
+  EXPECT_EQ(policy_state_dict(c).find("position"), nullptr);  // absent unless given
+  c.position = DictValue::dict();
+  c.position.set("skip", DictValue::integer(4));
+  DictValue state = policy_state_dict(c);
+  ASSERT_NE(state.find("position"), nullptr);
+  EXPECT_EQ(canonical_json(parse_policy_state(state, c.kind, c.config).position), "{\"skip\":4}");
+  DictValue edited = state;
+  edited.set("position", DictValue::dict().set("skip", DictValue::integer(5)));
+  EXPECT_THROW(parse_policy_state(edited, c.kind, c.config), std::invalid_argument);  // checksum
 }
 
 TEST(StateDict, SamplerStatesRoundTripInVersion2AndLoadVersion1) {
