@@ -106,16 +106,34 @@ void widen_float(const unsigned char* p, uint64_t n, int64_t* out, const std::st
 
 }  // namespace
 
+namespace {
+
+template <typename T>
+T read_entry(const detail::ReadOnlyFile& file, uint64_t offset) {
+  unsigned char bytes[sizeof(T)];
+  if (file.read_at(bytes, sizeof(T), offset) != sizeof(T)) {
+    throw FormatError(file.path(), offset, "truncated while open: the file ends before byte " +
+                                               std::to_string(offset + sizeof(T)));
+  }
+  return load<T>(bytes);
+}
+
+}  // namespace
+
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   const uint16_t one = 1;
   unsigned char little;
   std::memcpy(&little, &one, 1);
   if (little != 1) throw std::runtime_error("IndexedDataset: big-endian hosts are not supported");
 
-  idx_ = std::make_shared<const detail::MappedFile>(prefix + ".idx");
-  const std::string& idx_path = idx_->path();
-  const unsigned char* idx = idx_->data();
-  const uint64_t size = idx_->size();
+  // The .idx is read with pread, never mapped: a plan reads lengths at random, and a fault on a
+  // mapping maps the page cache around it (whole large folios on recent kernels) into this
+  // process: hundreds of MB of a 10^8-document .idx for one first batch.
+  entries_ = std::make_shared<const detail::ReadOnlyFile>(prefix + ".idx");
+  const std::string& idx_path = entries_->path();
+  const uint64_t size = entries_->size();
+  unsigned char idx[kHeaderBytes] = {};
+  entries_->read_at(idx, std::min<uint64_t>(size, kHeaderBytes), 0);
   const uint64_t magic_bytes = std::min<uint64_t>(size, sizeof kMagic);
   if (magic_bytes > 0 && std::memcmp(idx, kMagic, magic_bytes) != 0) {
     throw FormatError(idx_path, 0,
@@ -182,13 +200,13 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
                       "document_count = 0; allowed: at least 1 (document_indices starts with 0)");
   }
   const uint64_t indices_offset = kHeaderBytes + entries;
-  const int64_t first_index = load<int64_t>(idx + indices_offset);
+  const int64_t first_index = read_entry<int64_t>(*entries_, indices_offset);
   if (first_index != 0) {
     throw FormatError(idx_path, indices_offset,
                       "document_indices[0] = " + std::to_string(first_index) + "; allowed: 0");
   }
   const uint64_t last_offset = indices_offset + 8 * (documents - 1);
-  const int64_t last_index = load<int64_t>(idx + last_offset);
+  const int64_t last_index = read_entry<int64_t>(*entries_, last_offset);
   if (last_index < 0 || static_cast<uint64_t>(last_index) != sequences) {
     throw FormatError(idx_path, last_offset,
                       "document_indices[" + std::to_string(documents - 1) +
@@ -198,8 +216,7 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   sequences_ = sequences;
   token_bytes_ = type->bytes;
   dtype_code_ = type->code;
-  lengths_ = idx + kHeaderBytes;
-  pointers_ = lengths_ + 4 * sequences;
+  pointers_offset_ = kHeaderBytes + 4 * sequences;
 
   bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin");
   tokens_ = bin_->data();
@@ -241,16 +258,17 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
 
 std::string_view IndexedDataset::dtype_name() const { return token_type(dtype_code_)->name; }
 
+
 int32_t IndexedDataset::length_at(uint64_t document) const {
-  return load<int32_t>(lengths_ + 4 * document);
+  return read_entry<int32_t>(*entries_, kHeaderBytes + 4 * document);
 }
 
 int64_t IndexedDataset::pointer_at(uint64_t document) const {
-  return load<int64_t>(pointers_ + 8 * document);
+  return read_entry<int64_t>(*entries_, pointer_offset(document));
 }
 
 uint64_t IndexedDataset::pointer_offset(uint64_t document) const {
-  return static_cast<uint64_t>(pointers_ + 8 * document - idx_->data());
+  return pointers_offset_ + 8 * document;
 }
 
 void IndexedDataset::check_document(uint64_t document) const {
@@ -262,7 +280,7 @@ void IndexedDataset::check_document(uint64_t document) const {
 uint32_t IndexedDataset::checked_length(uint64_t document) const {
   const int32_t length = length_at(document);
   if (length < 0) {
-    throw FormatError(idx_->path(), kHeaderBytes + 4 * document,
+    throw FormatError(entries_->path(), kHeaderBytes + 4 * document,
                       "sequence_lengths[" + std::to_string(document) +
                           "] = " + std::to_string(length) + "; allowed: >= 0");
   }
@@ -275,7 +293,7 @@ uint64_t IndexedDataset::checked_pointer(uint64_t document) const {
   if (first ? pointer != 0
             : pointer < 0 || static_cast<uint64_t>(pointer) > bin_bytes_ ||
                   static_cast<uint64_t>(pointer) % token_bytes_ != 0) {
-    throw FormatError(idx_->path(), pointer_offset(document),
+    throw FormatError(entries_->path(), pointer_offset(document),
                       "sequence_pointers[" + std::to_string(document) +
                           "] = " + std::to_string(pointer) + "; allowed: " +
                           (first ? std::string("0 (the first sequence starts the .bin)")
@@ -297,7 +315,7 @@ IndexedDataset::Entry IndexedDataset::entry(uint64_t document) const {
   if (end != next) {
     const std::string d = std::to_string(document);
     throw FormatError(
-        idx_->path(), pointer_offset(document),
+        entries_->path(), pointer_offset(document),
         "sequence_pointers[" + d + "] = " + std::to_string(pointer) + " and sequence_lengths[" +
             d + "] = " + std::to_string(length) + " (tokens of " +
             std::to_string(token_bytes_) + " bytes) end at byte " + std::to_string(end) +

@@ -15,9 +15,12 @@ namespace distsampler {
 
 namespace detail {
 class MappedFile;
+class ReadOnlyFile;
 }
 
-// One Megatron indexed dataset (PREFIX.idx + PREFIX.bin), memory-mapped read-only, zero copy.
+// One Megatron indexed dataset (PREFIX.idx + PREFIX.bin): the .bin memory-mapped read-only, zero
+// copy; the .idx read with pread (its header at open, each length and pointer when used: a
+// mapping would pull the page cache around each random lookup into the process).
 // Document d is the .idx's sequence d (as in Megatron's GPTDataset); the .idx's document_indices
 // (which group sequences) are checked at both ends and otherwise not read.
 //
@@ -73,10 +76,9 @@ class IndexedDataset {
   Entry prepare(uint64_t document, uint64_t begin, uint64_t end) const;  // read()'s checks
 
   std::string prefix_;
-  std::shared_ptr<const detail::MappedFile> idx_;
+  std::shared_ptr<const detail::ReadOnlyFile> entries_;  // the .idx, read with pread
   std::shared_ptr<const detail::MappedFile> bin_;
-  const unsigned char* lengths_ = nullptr;   // int32[sequences_], at offset 34 of the .idx
-  const unsigned char* pointers_ = nullptr;  // int64[sequences_]
+  uint64_t pointers_offset_ = 0;  // of int64[sequences_] in the .idx; int32 lengths at offset 34
   const unsigned char* tokens_ = nullptr;    // the .bin
   uint64_t bin_bytes_ = 0;
   uint64_t sequences_ = 0;
