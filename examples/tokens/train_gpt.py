@@ -2,11 +2,11 @@
 gloo on the CPU), checkpointing the stream with the model, resumable on any number of ranks.
 
 The data: the sources examples/tokens/prepare_corpus.py writes (Megatron .bin/.idx files, byte
-tokens), mixed by token weight (--weights), packed into sequences of --seq-len tokens, --global-batch
-sequences a step, each rank reading its share through DataLoader workers. The global stream of
-sequences does not depend on the number of ranks or workers, so a checkpoint taken on W ranks
-resumes on any W' with the same global batch, and the run reads the same sequences, in the same
-order, as an uninterrupted one.
+tokens), mixed by token weight (--weights), packed into sequences of --seq-len tokens,
+--global-batch sequences a step, each rank reading its share through DataLoader workers. The
+global stream of sequences depends on neither the number of ranks nor of workers, so a checkpoint
+taken on W ranks resumes on any W' with the same global batch, and the run reads the same
+sequences, in the same order, as an uninterrupted one.
 
     .venv/bin/python examples/tokens/prepare_corpus.py build/tokens/corpus
     OMP_NUM_THREADS=1 PYTHONPATH=build/python .venv/bin/python -m distsampler.torchrun \\
@@ -26,12 +26,12 @@ Rank 0 saves OUT/checkpoint.pt every --checkpoint-every steps and at the end: {"
 name, then os.replace). --resume loads it when present; the step comes from the stream.
 
 Logs, appended, so that a killed run's lines stay: rank 0 writes OUT/loss.csv (attempt,
-world_size, step, loss: the global batch's mean); each rank writes OUT/tokens.a<attempt>.rank<r>.tsv,
-one line per sequence it trained on: "step sequence sha256", the hash of the row's tokens,
-labels, loss_mask and position_ids, keyed by the global sequence index. --kill-rank/--kill-step
-make that rank SIGKILL itself on receiving that step's batch, as a crash would. --chart PNG: rank 0
-draws the loss at the end, after the --compare LABEL=DIR runs (the first is the one the others'
-differences are drawn from; plot_loss).
+world_size, step, loss: the global batch's mean); each rank writes
+OUT/tokens.a<attempt>.rank<r>.tsv, one line per sequence it trained on, "step sequence sha256":
+the hash of the row's tokens, labels, loss_mask and position_ids, keyed by the global sequence
+index. --kill-rank/--kill-step make that rank SIGKILL itself on receiving that step's batch, as a
+crash would. --chart PNG: rank 0 draws the loss at the end, after the --compare LABEL=DIR runs
+(the first is the one the others' differences are drawn from; plot_loss).
 """
 import argparse
 import csv
