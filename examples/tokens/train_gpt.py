@@ -28,8 +28,8 @@ name, then os.replace). --resume loads it when present; the step comes from the 
 Logs, appended, so that a killed run's lines stay: rank 0 writes OUT/loss.csv (attempt,
 world_size, step, loss: the global batch's mean); each rank writes
 OUT/tokens.a<attempt>.rank<r>.tsv, one line per sequence it trained on, "step sequence sha256":
-the hash of the row's tokens, labels, loss_mask and position_ids, keyed by the global sequence
-index. --kill-rank/--kill-step make that rank SIGKILL itself on receiving that step's batch, as a
+the hash of the row's tokens, labels, loss_mask, position_ids and segment_ids, keyed by the
+global sequence index. --kill-rank/--kill-step make that rank SIGKILL itself on receiving that step's batch, as a
 crash would. --chart PNG: rank 0 draws the loss at the end, after the --compare LABEL=DIR runs
 (the first is the one the others' differences are drawn from; plot_loss).
 """
@@ -97,9 +97,11 @@ class GPT(nn.Module):
 
 
 def row_hashes(batch):
-    """sha256 of each row: tokens, labels, loss_mask and position_ids (fixed dtypes)."""
+    """sha256 of each row: tokens, labels, loss_mask, position_ids and segment_ids (fixed
+    dtypes)."""
     fields = [batch["tokens"].to(torch.int64), batch["labels"].to(torch.int64),
-              batch["loss_mask"].to(torch.float32), batch["position_ids"].to(torch.int64)]
+              batch["loss_mask"].to(torch.float32), batch["position_ids"].to(torch.int64),
+              batch["segment_ids"].to(torch.int64)]
     return [hashlib.sha256(b"".join(f[i].contiguous().numpy().tobytes() for f in fields))
             .hexdigest() for i in range(len(batch["tokens"]))]
 
