@@ -16,8 +16,8 @@ sequences, in the same order, as an uninterrupted one.
     (stopped; later, on 3 ranks, the same command with --nproc_per_node=3 --resume --attempt 1)
 
 The model: a decoder-only transformer (--layers, --d-model, --heads; learned positions, pre-norm,
-tied embeddings), each token attending to the earlier tokens of its own document (boundaries from
-the batch's position_ids), AdamW, a fixed seed. The loss is the mean over the global batch's
+tied embeddings), each token attending to the earlier tokens of its own document (the batch's
+segment_ids), AdamW, a fixed seed. The loss is the mean over the global batch's
 tokens (loss_mask), whatever W: each rank's sum is scaled by W over the global token count, and
 DDP averages.
 
@@ -83,13 +83,12 @@ class GPT(nn.Module):
             if isinstance(module, nn.Linear):
                 nn.init.zeros_(module.bias)
 
-    def forward(self, tokens, position_ids):
-        m, length = tokens.shape
-        # Each token sees the earlier tokens of its document: a document starts where its
-        # position is 0 (a row may open inside one, which is then document 0 of the row).
-        document = torch.cumsum(position_ids == 0, dim=1)
+    def forward(self, tokens, segment_ids):
+        length = tokens.shape[1]
+        # Each token sees the earlier tokens of its own document (segment_ids: a token's document
+        # in its row; padding, -1, sees only padding and is not in the loss).
         causal = torch.ones(length, length, dtype=torch.bool).tril()
-        allowed = (causal & (document[:, :, None] == document[:, None, :]))[:, None]
+        allowed = (causal & (segment_ids[:, :, None] == segment_ids[:, None, :]))[:, None]
         x = self.embed(tokens) + self.position(torch.arange(length))
         for block in self.blocks:
             x = block(x, allowed)
@@ -176,7 +175,7 @@ def train(args, rank, world):
             # Padding (best-fit) may hold ids outside the vocabulary: its loss_mask is 0.
             tokens = batch["tokens"].clamp(0, corpus["vocab_size"] - 1)
             labels = batch["labels"].clamp(0, corpus["vocab_size"] - 1)
-            logits = ddp(tokens, batch["position_ids"])
+            logits = ddp(tokens, batch["segment_ids"])
             per_token = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
             loss = (per_token * batch["loss_mask"].flatten()).sum()
             if i + 1 < len(micro_batches):
