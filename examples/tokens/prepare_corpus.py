@@ -1,8 +1,8 @@
 """Writes three token sources from text Debian installs, in Megatron's indexed format (.bin/.idx)
 with megatron-core's own IndexedDatasetBuilder, for examples/tokens/train_gpt.py:
 
-  python    Python's standard library sources (the interpreter's own, e.g. /usr/lib/python3.11),
-            one document per .py file
+  python    Python's standard library sources, Debian's (/usr/bin/python3's: /usr/lib/python3.11
+            on Debian 12), one document per .py file
   copyright Debian's per-package copyright files (/usr/share/doc/*/copyright), one document per
             file, written as two shards (copyright_0, copyright_1) to exercise a sharded source
   fortunes  the fortunes of Debian's fortunes-min package (/usr/share/games/fortunes), one
@@ -23,8 +23,8 @@ import argparse
 import glob
 import json
 import os
+import subprocess
 import sys
-import sysconfig
 import warnings
 
 import numpy as np
@@ -32,10 +32,15 @@ import numpy as np
 VOCAB = 257  # bytes 0..255 and the end-of-document token
 EOD = 256
 FORTUNES = "/usr/share/games/fortunes"  # Debian's fortunes-min (scripts/deps.sh)
+DEBIAN_PYTHON = "/usr/bin/python3"
 
 
 def python_documents():
-    stdlib = sysconfig.get_paths()["stdlib"]  # a venv's is its base interpreter's
+    # Debian's (libpython3.X-stdlib): the interpreter running this may be another build (a
+    # venv's base interpreter may be pyenv's), whose files differ.
+    stdlib = subprocess.run([DEBIAN_PYTHON, "-c", "import sysconfig; "
+                             "print(sysconfig.get_path('stdlib'))"], capture_output=True,
+                            text=True, check=True).stdout.strip()
     for path in sorted(glob.glob(os.path.join(stdlib, "**", "*.py"), recursive=True)):
         if os.sep + "site-packages" + os.sep in path or os.sep + "dist-packages" + os.sep in path:
             continue
