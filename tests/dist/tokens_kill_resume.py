@@ -217,9 +217,9 @@ def run(args, rng, work):
 
     resumed = os.path.join(work, "resumed")
     launches, late = [], None
-    # Kill steps: past a checkpoint and not on one, so that steps are rolled back; the first in
-    # the first half, the second before the last third.
-    kill_steps = [rng.randint(c + 1, s // 2), None]
+    # Kill steps: past a checkpoint of this launch and not on one, so that steps are rolled back;
+    # the first in the first third, the second in the second: each world size trains a share.
+    windows = [(s // 6, s // 3), (s // 2, 2 * s // 3)]
     worlds = [2, 3, 1]
     for attempt, world in enumerate(worlds):
         start = checkpoint_step(resumed) if attempt else 0
@@ -227,14 +227,14 @@ def run(args, rng, work):
         killed = attempt + 1 < len(worlds)
         where = f"attempt {attempt}: W={world} from step {start}, "
         if killed:
-            if kill_steps[attempt] is None:
-                first = start + c + 1
-                kill_steps[attempt] = rng.randint(first, max(first, 2 * s // 3))
-            if kill_steps[attempt] % c == 0:
-                kill_steps[attempt] += 1
+            first = start + c + 1
+            low, high = windows[attempt]
+            kill_step = rng.randint(max(first, low), max(first, high))
+            if kill_step % c == 0:  # on a checkpoint nothing is rolled back
+                kill_step += 1
             kill_rank = rng.randrange(world)
-            argv += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_steps[attempt])]
-            where += f"rank {kill_rank} killed at step {kill_steps[attempt]}"
+            argv += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_step)]
+            where += f"rank {kill_rank} killed at step {kill_step}"
         else:
             where += f"to step {s}"
             if not args.no_broken:  # the late resume's launch starts from this checkpoint
@@ -256,7 +256,7 @@ def run(args, rng, work):
     assert not problems, "\n".join(problems)
     assert stream_hash(kept) == stream_hash(reference)
     print(f"the same global token stream: {s * GLOBAL_BATCH} sequences of {args.seq_len} tokens, "
-          f"each once, sha256 {stream_hash(kept)[:16]}...; {rolled_back} sequences trained "
+          f"each once, sha256 {stream_hash(kept)}; {rolled_back} sequences trained "
           "after a checkpoint and rolled back", flush=True)
 
     # The check must be able to fail.
