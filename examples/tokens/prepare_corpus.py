@@ -17,7 +17,8 @@ Usage (the PyTorch 2 venv, where megatron-core is installed: requirements/torch2
     .venv/bin/python examples/tokens/prepare_corpus.py OUT_DIR [--max-bytes 2000000]
 
 Writes OUT_DIR/<name>.bin and .idx per source (shard) and OUT_DIR/corpus.json: each source's
-prefixes (a list: its shards, in order), documents, tokens and the files it was read from.
+prefixes (a list: its shards, in order, relative to OUT_DIR), documents, tokens and the files it
+was read from.
 """
 import argparse
 import glob
@@ -119,8 +120,8 @@ def main():
         cut = [round(len(docs) * s / shards) for s in range(shards + 1)]
         prefixes, tokens = [], 0
         for s in range(shards):
-            prefix = os.path.join(args.out_dir, name if shards == 1 else f"{name}_{s}")
-            tokens += write(prefix, docs[cut[s]:cut[s + 1]])
+            prefix = name if shards == 1 else f"{name}_{s}"
+            tokens += write(os.path.join(args.out_dir, prefix), docs[cut[s]:cut[s + 1]])
             prefixes.append(prefix)
         corpus["sources"].append({"name": name, "prefixes": prefixes, "documents": len(docs),
                                   "tokens": tokens, "files": sorted({d.split("#")[0]

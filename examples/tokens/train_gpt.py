@@ -17,7 +17,7 @@ sequences, in the same order, as an uninterrupted one.
 
 The model: a decoder-only transformer (--layers, --d-model, --heads; learned positions, pre-norm,
 tied embeddings), each token attending to the earlier tokens of its own document (the batch's
-segment_ids), AdamW, a fixed seed. The loss is the mean over the global batch's
+segment_ids), AdamW, a fixed seed, float64 (--dtype). The loss is the mean over the global batch's
 tokens (loss_mask), whatever W: each rank's sum is scaled by W over the global token count, and
 DDP averages.
 
@@ -110,8 +110,11 @@ def make_stream(args, corpus):
     names = [s["name"] for s in corpus["sources"]]
     if sorted(weights) != sorted(names):
         raise SystemExit(f"--weights names {sorted(weights)}; the corpus has {names}")
-    sources = [(s["prefixes"] if len(s["prefixes"]) > 1 else s["prefixes"][0],
-                float(weights[s["name"]])) for s in corpus["sources"]]
+    sources = []
+    for source in corpus["sources"]:
+        prefixes = [os.path.join(args.data, p) for p in source["prefixes"]]
+        sources.append((prefixes if len(prefixes) > 1 else prefixes[0],
+                        float(weights[source["name"]])))
     options = {"window": args.window} if args.packing == "best-fit" else {}
     return TokenStream(sources=sources, seq_len=args.seq_len, global_batch=args.global_batch,
                        seed=args.seed, packing=args.packing, micro_batch=args.micro_batch,
@@ -138,6 +141,11 @@ def train(args, rank, world):
     stream = make_stream(args, corpus)
     torch.manual_seed(args.seed)  # the same initial model on every rank and every run
     model = GPT(corpus["vocab_size"], args.seq_len, args.d_model, args.heads, args.layers)
+    # float64 by default: on another W the gradient all-reduce adds in another order, and this
+    # small, noisy training amplifies float32's rounding of that to a visible gap in the loss
+    # within a few hundred steps; float64's stays far below anything a chart shows.
+    dtype = getattr(torch, args.dtype)
+    model.to(dtype)
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.01)
     path = os.path.join(args.out, "checkpoint.pt")
@@ -167,17 +175,17 @@ def train(args, rank, world):
             os.kill(os.getpid(), signal.SIGKILL)
         # The loss is the global batch's mean over its tokens: this rank's sum scaled by
         # W / (tokens of the global batch), then DDP's average over the W ranks.
-        count = torch.stack([b["loss_mask"].sum() for b in micro_batches]).sum()
+        count = torch.stack([b["loss_mask"].to(dtype).sum() for b in micro_batches]).sum()
         dist.all_reduce(count)
         optimizer.zero_grad()
-        total = torch.zeros(())
+        total = torch.zeros((), dtype=dtype)
         for i, batch in enumerate(micro_batches):
             # Padding (best-fit) may hold ids outside the vocabulary: its loss_mask is 0.
             tokens = batch["tokens"].clamp(0, corpus["vocab_size"] - 1)
             labels = batch["labels"].clamp(0, corpus["vocab_size"] - 1)
             logits = ddp(tokens, batch["segment_ids"])
             per_token = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
-            loss = (per_token * batch["loss_mask"].flatten()).sum()
+            loss = (per_token * batch["loss_mask"].to(dtype).flatten()).sum()
             if i + 1 < len(micro_batches):
                 with ddp.no_sync():
                     (loss * world / count).backward()
@@ -192,7 +200,7 @@ def train(args, rank, world):
         hashes.flush()  # a SIGKILL loses nothing written before it
         step += 1
         if rank == 0:
-            losses.write(f"{args.attempt},{world},{step - 1},{float(total / count):.6f}\n")
+            losses.write(f"{args.attempt},{world},{step - 1},{float(total / count)!r}\n")
             losses.flush()
             if step % 10 == 0 or step == args.steps:
                 print(f"step {step - 1}: loss {float(total / count):.4f}", flush=True)
@@ -230,8 +238,8 @@ def run_label(run_dir):
 
 
 def plot_loss(runs, png):
-    """The loss of each (label, run dir) against the step; below, each run's difference from the
-    first, with a dotted line where a resumed attempt took over."""
+    """The loss of each (label, run dir) against the step; below, each run's absolute difference
+    from the first (log scale), with a dotted line where a resumed attempt took over."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -246,18 +254,21 @@ def plot_loss(runs, png):
                  linestyle="-" if i == 0 else "--", linewidth=1.5 if i == 0 else 1.2)
         if i:
             common = [s for s in steps if s in first]
-            bottom.plot(common, [loss[s][0] - first[s][0] for s in common],
-                        label=f"{label} minus {runs[0][0]}", color=f"C{i}")
+            gap = [(s, abs(loss[s][0] - first[s][0])) for s in common]
+            bottom.semilogy([s for s, g in gap if g], [g for _, g in gap if g], ".",
+                            markersize=2, label=f"|{label} minus {runs[0][0]}| (0: not drawn)",
+                            color=f"C{i}")
         for step, (_, attempt, world) in loss.items():
             if step and loss.get(step - 1, (0, attempt))[1] != attempt:
                 for axis in (top, bottom):
                     axis.axvline(step, color="gray", linestyle=":", linewidth=1)
-                top.annotate(f"resumed on W={world}", (step, top.get_ylim()[1]),
-                             textcoords="offset points", xytext=(3, -12), fontsize=8)
+                top.annotate(f"W={world} from step {step}", (step, 1), xycoords=("data",
+                             "axes fraction"), xytext=(3, -4), textcoords="offset points",
+                             rotation=90, va="top", fontsize=8, color="gray")
     top.set_ylabel("loss (nats per byte token)")
     top.set_title("Tiny GPT on a token stream: uninterrupted vs killed and resumed")
     top.legend()
-    bottom.set_ylabel("difference")
+    bottom.set_ylabel("|difference|")
     if len(runs) > 1:
         bottom.legend(fontsize=8)
     bottom.set_xlabel("step")
@@ -285,6 +296,8 @@ def parse_args(argv=None):
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                   help="the model's parameters and arithmetic")
     p.add_argument("--checkpoint-every", type=int, default=0, help="steps (0: only at the end)")
     p.add_argument("--resume", action="store_true", help="load OUT/checkpoint.pt if present")
     p.add_argument("--attempt", type=int, default=0, help="names this launch's token logs")
