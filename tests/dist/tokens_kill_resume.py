@@ -19,6 +19,7 @@ checkpoint's again are each reported, and so is a real run whose last resume is 
 (its checkpoint's stream advanced by one step through the public API, the model's not).
 
 usage: tokens_kill_resume.py PYTHON_PACKAGE_DIR [--steps S] [--checkpoint-every N] [--seed N]
+                             [--seq-len L] [--packing concat|best-fit] [--micro-batch M]
                              [--chart PNG] [--work DIR] [--no-broken]
 PYTHON_PACKAGE_DIR holds the built package (build/python). Run with the PyTorch 2 venv's
 interpreter (megatron-core writes the corpus). --chart draws both runs' loss (docs/tokens_run.md's
@@ -161,7 +162,7 @@ def advance_one_step(out, args):
         corpus = json.load(f)
     options = train_gpt.parse_args(["--data", args.corpus, "--out", out, "--steps", "1",
                                     "--global-batch", str(GLOBAL_BATCH),
-                                    "--seq-len", str(args.seq_len)])
+                                    "--seq-len", str(args.seq_len)] + args.stream)
     stream = train_gpt.make_stream(options, corpus)  # one replica: no process group
     stream.load_state_dict(checkpoint["stream"])
     batches = iter(stream.loader(num_workers=0))
@@ -177,6 +178,8 @@ def main():
     p.add_argument("--steps", type=int, default=36)
     p.add_argument("--checkpoint-every", type=int, default=4)
     p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--packing", choices=["concat", "best-fit"], default="concat")
+    p.add_argument("--micro-batch", type=int, help="train_gpt.py's (gradient accumulation)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="the kills' random choices")
     p.add_argument("--chart", help="PNG: both runs' loss")
     p.add_argument("--work", help="keep everything here (default: a temporary folder, removed)")
@@ -204,9 +207,12 @@ def run(args, rng, work):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"prepare_corpus.py failed:\n{r.stdout}{r.stderr}"
     print(r.stdout.strip(), flush=True)
+    args.stream = ["--packing", args.packing]  # the stream's configuration beside L and B
     common = ["--data", args.corpus, "--steps", str(args.steps), "--seq-len", str(args.seq_len),
               "--global-batch", str(GLOBAL_BATCH), "--checkpoint-every",
-              str(args.checkpoint_every)]
+              str(args.checkpoint_every)] + args.stream
+    if args.micro_batch:
+        common += ["--micro-batch", str(args.micro_batch)]
     s, c = args.steps, args.checkpoint_every
 
     ref = os.path.join(work, "uninterrupted")
