@@ -180,11 +180,10 @@ def train(args, rank, world):
         optimizer.zero_grad()
         total = torch.zeros((), dtype=dtype)
         for i, batch in enumerate(micro_batches):
-            # Padding (best-fit) may hold ids outside the vocabulary: its loss_mask is 0.
-            tokens = batch["tokens"].clamp(0, corpus["vocab_size"] - 1)
-            labels = batch["labels"].clamp(0, corpus["vocab_size"] - 1)
-            logits = ddp(tokens, batch["segment_ids"])
-            per_token = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
+            # Padding (best-fit) holds TokenStream's pad_token, 0, and loss_mask 0.
+            logits = ddp(batch["tokens"], batch["segment_ids"])
+            per_token = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(),
+                                        reduction="none")
             loss = (per_token * batch["loss_mask"].to(dtype).flatten()).sum()
             if i + 1 < len(micro_batches):
                 with ddp.no_sync():
