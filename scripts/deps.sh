@@ -31,6 +31,10 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-pip python3-venv p
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES python3-setuptools python3-wheel pkgconf"
 # The libtorch adapter's test and example (distsampler::libtorch); without it CMake skips both.
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES libtorch-dev"
+# The token-stream training run (examples/tokens/, tests/dist/tokens_kill_resume.py): fortunes-min's
+# fortunes are one of its three sources of real text, beside Python's standard library and Debian's
+# copyright files, which every machine of the suite has.
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES fortunes-min"
 DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
 # A SLURM cluster on this host for the launcher tests (tests/slurm/run.sh installs them when
 # missing: slurmctld, slurmd, srun and munge).
