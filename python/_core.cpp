@@ -44,4 +44,6 @@ PYBIND11_MODULE(_core, m) {
   bind_pass(m);      // pass.h
   bind_policy(m);    // policy.h, state_dict.h
   bind_policies(m);  // policies/*.h
+  bind_indexed(m);   // loader/indexed.h
+  bind_tokens(m);    // tokens/plan.h, loader/tokens.h
 }

@@ -77,6 +77,8 @@ void bind_policies(py::module_& m);  // policies/*.h
 void bind_state(py::module_& m);     // state.h
 void bind_pass(py::module_& m);      // pass.h
 void bind_policy(py::module_& m);    // policy.h, state_dict.h
+void bind_indexed(py::module_& m);   // loader/indexed.h
+void bind_tokens(py::module_& m);    // tokens/plan.h, loader/tokens.h
 
 }  // namespace python
 }  // namespace distsampler

@@ -22,6 +22,8 @@ memory (--order feistel).
 commands:
   indices   print one rank's indices for one epoch (or its rest, resumed at --consumed)
   audit     check that a job, resumed on another world size, reads every index exactly once
+  tokens    language-model token streams over Megatron .bin/.idx sources: `tokens plan` prints
+            the sequences a rank reads per step, `tokens audit` checks a run's checkpoints
   demo      the DistributedSampler post's experiments: the forgotten set_epoch, and why each
             rank needs a distributed sampler
   help      this text; `distsampler <command> --help` describes a command
@@ -250,8 +252,9 @@ uint64_t parse_u64(std::string_view text, std::string_view flag) {
   return value;
 }
 
-Flags::Flags(const std::vector<std::string>& args, size_t first, std::vector<std::string> switches)
-    : switches_(std::move(switches)) {
+Flags::Flags(const std::vector<std::string>& args, size_t first, std::vector<std::string> switches,
+             std::vector<std::string> repeatable)
+    : switches_(std::move(switches)), repeatable_(std::move(repeatable)) {
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("--", 0) != 0 || a.size() == 2) {
@@ -275,8 +278,13 @@ Flags::Flags(const std::vector<std::string>& args, size_t first, std::vector<std
         missing_value_.insert(name);
       }
     }
-    if (values_.count(name) != 0) throw UsageError("flag " + name + " is given twice");
+    const bool repeats =
+        std::find(repeatable_.begin(), repeatable_.end(), name) != repeatable_.end();
+    if (values_.count(name) != 0 && !repeats) {
+      throw UsageError("flag " + name + " is given twice");
+    }
     values_[name] = value;
+    if (repeats) lists_[name].push_back(value);
   }
 }
 
@@ -303,6 +311,13 @@ uint64_t Flags::take_u64(const std::string& name, uint64_t fallback) {
 uint64_t Flags::take_required_u64(const std::string& name) {
   if (!has(name)) throw UsageError("missing required flag " + name);
   return take_u64(name, 0);
+}
+
+std::vector<std::string> Flags::take_all(const std::string& name) {
+  taken_[name] = true;
+  if (missing_value_.count(name) != 0) throw UsageError("flag " + name + " needs a value");
+  auto it = lists_.find(name);
+  return it == lists_.end() ? std::vector<std::string>{} : it->second;
 }
 
 void Flags::finish() const {
@@ -345,11 +360,16 @@ int dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
       if (wants_help) return out << kAuditHelp, kExitOk;
       return run_audit(args, out);
     }
+    if (command == "tokens") {
+      if (wants_help) return out << kTokensHelp, kExitOk;
+      return run_tokens(args, out);
+    }
     if (command == "demo") {
       if (wants_help) return out << kDemoHelp, kExitOk;
       return run_demo(args, out, err);
     }
-    throw UsageError("unknown command '" + command + "'; commands: indices, audit, demo, help");
+    throw UsageError("unknown command '" + command +
+                     "'; commands: indices, audit, tokens, demo, help");
   } catch (const OutputError&) {
     throw;
   } catch (const std::bad_alloc&) {

@@ -36,14 +36,18 @@ struct UsageError : std::runtime_error {
 // with take_*; finish() rejects what was given but never declared.
 class Flags {
  public:
-  // `switches` are the flags that take no value.
-  Flags(const std::vector<std::string>& args, size_t first, std::vector<std::string> switches);
+  // `switches` are the flags that take no value; `repeatable` the flags that may be given more
+  // than once (take_all).
+  Flags(const std::vector<std::string>& args, size_t first, std::vector<std::string> switches,
+        std::vector<std::string> repeatable = {});
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   bool take_switch(const std::string& name);
   std::string take_string(const std::string& name, const std::string& fallback);
   uint64_t take_u64(const std::string& name, uint64_t fallback);
   uint64_t take_required_u64(const std::string& name);
+  // Every value of a repeatable flag, in the order given (none when absent).
+  std::vector<std::string> take_all(const std::string& name);
   // Throws UsageError for every flag given but not taken.
   void finish() const;
 
@@ -53,6 +57,8 @@ class Flags {
   std::set<std::string> with_value_;     // given as --flag=value or --flag value
   std::set<std::string> missing_value_;  // given without a value, not as a switch
   std::vector<std::string> switches_;
+  std::vector<std::string> repeatable_;
+  std::map<std::string, std::vector<std::string>> lists_;  // every value of a repeatable flag
 };
 
 // Strict decimal uint64 parsing: digits only, no sign, no overflow.
@@ -64,6 +70,10 @@ SamplerOptions parse_order_flags(Flags& flags);
 
 // The audit subcommand (audit.cc): exit 0 when exactly-once holds, 1 when violated.
 int run_audit(const std::vector<std::string>& args, std::ostream& out);
+
+// The tokens subcommand (tokens.cc): plan, audit.
+int run_tokens(const std::vector<std::string>& args, std::ostream& out);
+extern const char* const kTokensHelp;
 
 // The demo subcommand (demo.cc).
 int run_demo(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -1,6 +1,7 @@
 #include "file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,6 +83,22 @@ uint64_t ReadOnlyFile::read_at(void* out, uint64_t n, uint64_t offset) const {
     got += static_cast<uint64_t>(r);
   }
   return got;
+}
+
+MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
+  const ReadOnlyFile file(path_);
+  size_ = file.size();
+  if (size_ == 0) return;  // mmap refuses a length of 0
+  void* m = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  if (m == MAP_FAILED) {
+    throw std::runtime_error("file '" + path_ + "': cannot map " + std::to_string(size_) +
+                             " bytes: " + std::strerror(errno));
+  }
+  data_ = static_cast<const unsigned char*>(m);
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), static_cast<size_t>(size_));
 }
 
 }  // namespace detail

@@ -1,5 +1,5 @@
-// file.h: a dataset file opened for reading: regular files only, read with pread, every error
-// naming the file and the errno text.
+// file.h: a dataset file opened for reading: regular files only, read with pread or mapped whole,
+// every error naming the file and the errno text.
 #ifndef DISTSAMPLER_SRC_LOADER_FILE_H_
 #define DISTSAMPLER_SRC_LOADER_FILE_H_
 
@@ -35,6 +35,27 @@ class ReadOnlyFile {
 
   std::string path_;
   int fd_ = -1;
+};
+
+// A whole regular file mapped read-only (mmap), unmapped on destruction; the descriptor is closed
+// once mapped. An empty file maps nothing (data() is nullptr). A file truncated under the mapping
+// raises SIGBUS where its lost pages are read: callers that must report that read with pread.
+class MappedFile {
+ public:
+  // Throws std::runtime_error as ReadOnlyFile does, and naming the errno text when mmap fails.
+  explicit MappedFile(std::string path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const unsigned char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  std::string path_;
+  const unsigned char* data_ = nullptr;
+  uint64_t size_ = 0;
 };
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -120,6 +121,60 @@ TEST(PlanTest, BestFitBinsHoldEachWindowsPiecesOnceWithinLPlusOneTokens) {
   }
   // best-fit decreasing fills the bins: padding well under a tenth here
   EXPECT_LT(static_cast<double>(capacity - tokens) / static_cast<double>(capacity), 0.10);
+}
+
+// The mix bound at every step (docs/tokens.md): with T the stream's tokens before the step's
+// end and c_s those of source s, |w_s T - c_s| <= 2 (L + 1) for concat (one piece of the mixer's
+// bound, one cut piece); for best-fit, L + 1 at window ends and (window + 1)(L + 1) inside one.
+TEST(PlanTest, EverySourceStaysWithinTheStatedBoundOfItsShareAtEveryStep) {
+  for (Packing packing : {Packing::kConcat, Packing::kBestFit}) {
+    for (size_t count : {2, 3, 10, 100, 1000}) {
+      const uint64_t key = hash_at(count, packing == Packing::kConcat ? 1 : 2);
+      std::vector<uint64_t> documents(count);
+      TokenPlanOptions o;
+      for (size_t s = 0; s < count; ++s) {
+        documents[s] = 1 + hash_at(key, s) % 200;
+        const double u = static_cast<double>(hash_at(key + 1, s) >> 11) / 9007199254740992.0;
+        o.weights.push_back(1e-3 + u * u * u);
+      }
+      const Sources sources = make_sources(key, documents, 300);
+      o.seq_len = 64;
+      o.global_batch = 8;
+      o.seed = key;
+      o.packing = packing;
+      o.window = 32;
+      TokenPlan plan(sources, o);
+      const auto& q = plan.mixer().quotas();
+      const __int128 Q = plan.mixer().quota_sum();
+      std::vector<uint64_t> consumed(count, 0);
+      uint64_t total = 0;
+      for (uint64_t step = 0; step < 300; ++step) {
+        for (uint64_t i = 0; i < o.global_batch; ++i) {
+          const PlannedSequence s = plan.next();
+          uint64_t owned = packing == Packing::kConcat ? o.seq_len : s.tokens();
+          for (const Span& x : s.spans) {  // concat: the last token is the next sequence's
+            const uint64_t take = std::min<uint64_t>(owned, x.end - x.begin);
+            consumed[x.source] += take;
+            total += take;
+            owned -= take;
+          }
+        }
+        const TokenPlanState at = plan.state();
+        const bool window_end = packing == Packing::kBestFit && at.skip == 0;
+        uint64_t bound = 2 * (o.seq_len + 1);
+        if (packing == Packing::kBestFit) {
+          bound = window_end ? o.seq_len + 1 : (o.window + 1) * (o.seq_len + 1);
+        }
+        for (size_t s = 0; s < count; ++s) {
+          __int128 d = static_cast<__int128>(q[s]) * total - static_cast<__int128>(consumed[s]) * Q;
+          if (d < 0) d = -d;
+          ASSERT_LE(d, static_cast<__int128>(bound) * Q)
+              << count << " sources, " << to_string(packing) << ", step " << step << ", source "
+              << s << " strays " << static_cast<double>(d) / static_cast<double>(Q);
+        }
+      }
+    }
+  }
 }
 
 TEST(PlanTest, EveryWorldSizeReadsTheOneStream) {

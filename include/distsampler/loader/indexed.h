@@ -1,0 +1,122 @@
+// indexed.h: Megatron-LM's indexed datasets (PREFIX.idx + PREFIX.bin, what megatron-core's
+// IndexedDatasetBuilder writes), memory-mapped; one document's tokens at a time, as int64.
+#ifndef DISTSAMPLER_LOADER_INDEXED_H_
+#define DISTSAMPLER_LOADER_INDEXED_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "distsampler/loader/dataset.h"
+
+namespace distsampler {
+
+namespace detail {
+class MappedFile;
+}
+
+// One Megatron indexed dataset (PREFIX.idx + PREFIX.bin), memory-mapped read-only, zero copy.
+// Document d is the .idx's sequence d (as in Megatron's GPTDataset); the .idx's document_indices
+// (which group sequences) are checked at both ends and otherwise not read.
+//
+// Opening is O(1) in the number of documents: it checks the .idx's magic, version (1), dtype code
+// (1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16), that its size is
+// exactly what sequence_count and document_count make, document_indices[0] == 0 and its last ==
+// sequence_count, sequence_pointers[0] == 0, the last sequence's length and pointer, and that
+// the .bin ends exactly where the last sequence does. Each other document's length (>= 0) and
+// pointer (a multiple of the token size inside the .bin, its tokens ending where the next
+// document's pointer points) are checked when it is accessed: length() checks the length, read()
+// both. A .idx that ends with a sequence_modes block (one byte per sequence: a multimodal
+// dataset) is refused: its sequences are not documents of tokens.
+// Float tokens (float32, float64) read as int64 when they are integers in int64's range.
+// Every bad file throws FormatError naming the file (the .idx or the .bin), the byte offset and
+// the problem; std::runtime_error naming the path and the errno text when a file cannot be opened
+// or mapped, or what it is when it is not a regular file. Nothing reads outside the mappings.
+// A file truncated while open raises SIGBUS when its lost pages are read (a mapping cannot report
+// it). Copies share the mappings; const members are safe to call from several threads at once.
+class IndexedDataset {
+ public:
+  explicit IndexedDataset(const std::string& prefix);  // opens PREFIX.idx and PREFIX.bin
+
+  const std::string& prefix() const { return prefix_; }
+  uint64_t documents() const { return sequences_; }  // the sequence_count of the .idx
+  // Tokens of `document`. Throws std::out_of_range when document >= documents(), FormatError when
+  // its length is negative.
+  uint32_t length(uint64_t document) const;
+  uint64_t total_tokens() const { return bin_bytes_ / token_bytes_; }  // O(1)
+  int token_bytes() const { return static_cast<int>(token_bytes_); }
+  std::string_view dtype_name() const;  // "uint16", "int32", ... (numpy's names)
+
+  // Tokens [begin, end) of `document`, converted to int64, written to out[0, end - begin).
+  // Throws std::out_of_range naming document, begin and end and the allowed range when document
+  // >= documents() or not begin <= end <= length(document); FormatError when the document's
+  // length or pointer is bad, or a float token is not an int64 integer.
+  void read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const;
+  // end - begin, after read()'s checks of the arguments and the document (for a caller that
+  // allocates `out` first); throws what read() throws, but for the float tokens' check.
+  uint64_t check_read(uint64_t document, uint64_t begin, uint64_t end) const;
+
+ private:
+  struct Entry {
+    uint64_t byte;    // in the .bin
+    uint32_t length;  // tokens
+  };
+  int32_t length_at(uint64_t document) const;   // unchecked
+  int64_t pointer_at(uint64_t document) const;  // unchecked
+  uint64_t pointer_offset(uint64_t document) const;  // in the .idx
+  void check_document(uint64_t document) const;      // std::out_of_range
+  uint32_t checked_length(uint64_t document) const;  // FormatError when negative
+  uint64_t checked_pointer(uint64_t document) const;  // FormatError unless aligned, 0 for the first
+  Entry entry(uint64_t document) const;  // and the pointer matches the next one or the .bin's end
+  Entry prepare(uint64_t document, uint64_t begin, uint64_t end) const;  // read()'s checks
+
+  std::string prefix_;
+  std::shared_ptr<const detail::MappedFile> idx_;
+  std::shared_ptr<const detail::MappedFile> bin_;
+  const unsigned char* lengths_ = nullptr;   // int32[sequences_], at offset 34 of the .idx
+  const unsigned char* pointers_ = nullptr;  // int64[sequences_]
+  const unsigned char* tokens_ = nullptr;    // the .bin
+  uint64_t bin_bytes_ = 0;
+  uint64_t sequences_ = 0;
+  uint64_t token_bytes_ = 1;
+  uint8_t dtype_code_ = 1;
+};
+
+// Several shards of one source (PREFIX_0, PREFIX_1, ... written separately), as one: documents
+// numbered across the shards in the order given. Throws std::invalid_argument when `prefixes` is
+// empty or the shards' dtypes differ (naming both prefixes and dtypes), and what IndexedDataset
+// throws for each shard.
+class IndexedSource {
+ public:
+  explicit IndexedSource(std::vector<std::string> prefixes);
+
+  uint64_t documents() const { return starts_.back(); }
+  uint32_t length(uint64_t document) const;  // as IndexedDataset's, numbered across the shards
+  uint64_t total_tokens() const { return total_tokens_; }
+  int token_bytes() const { return shards_.front().token_bytes(); }
+  std::string_view dtype_name() const { return shards_.front().dtype_name(); }
+  void read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const;
+  uint64_t check_read(uint64_t document, uint64_t begin, uint64_t end) const;
+
+  const std::vector<IndexedDataset>& shards() const { return shards_; }
+  // The source's first document in shards()[shard]; shard_start(shards().size()) == documents().
+  // Throws std::out_of_range when shard > shards().size().
+  uint64_t shard_start(size_t shard) const;
+
+ private:
+  struct Location {
+    const IndexedDataset* shard;
+    uint64_t document;  // in that shard
+  };
+  Location locate(uint64_t document) const;  // std::out_of_range past the end
+
+  std::vector<IndexedDataset> shards_;
+  std::vector<uint64_t> starts_;  // shards_.size() + 1 entries, from 0 to documents()
+  uint64_t total_tokens_ = 0;
+};
+
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_LOADER_INDEXED_H_

@@ -1,0 +1,54 @@
+// tokens.h: a token plan's sequences (tokens/plan.h) read from Megatron indexed sources, as rows
+// of L + 1 tokens with each token's offset in its document and its span (document boundaries).
+#ifndef DISTSAMPLER_LOADER_TOKENS_H_
+#define DISTSAMPLER_LOADER_TOKENS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distsampler/loader/indexed.h"
+#include "distsampler/tokens/plan.h"
+
+namespace distsampler {
+
+// An indexed source's document lengths, for the plan: O(1) to open, lengths read on demand.
+class IndexedLengths : public DocumentLengths {
+ public:
+  explicit IndexedLengths(std::shared_ptr<const IndexedSource> source);
+  uint64_t documents() const override { return source_->documents(); }
+  uint64_t total_tokens() const override { return source_->total_tokens(); }
+  uint32_t length(uint64_t document) const override { return source_->length(document); }
+  const IndexedSource& source() const { return *source_; }
+
+ private:
+  std::shared_ptr<const IndexedSource> source_;
+};
+
+// The sources of a run, opened once: prefixes[s] are the shards of source s. Throws what
+// IndexedSource throws, naming the source (`sources[s]: ...`).
+std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
+    const std::vector<std::vector<std::string>>& prefixes);
+
+// Rows of `width` (= L + 1) values per sequence, row-major: the tokens (pad_token after the last
+// span), each token's offset in its document (0 on padding), and each token's span index in its
+// row (-1 on padding): a token's document boundaries for attention masks and position ids.
+struct TokenRows {
+  uint64_t rows = 0;
+  uint64_t width = 0;
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> positions;
+  std::vector<int32_t> segments;
+};
+
+// Reads `sequences` of a plan over `sources` into rows of `width` tokens. Throws
+// std::invalid_argument when a sequence holds more than `width` tokens or names a source that is
+// not there, and what IndexedSource::read throws for a bad file.
+TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+                          const std::vector<PlannedSequence>& sequences, uint64_t width,
+                          int64_t pad_token);
+
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_LOADER_TOKENS_H_

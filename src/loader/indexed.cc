@@ -1,0 +1,424 @@
+// Megatron-LM's indexed dataset reader. The format (megatron/core/datasets/indexed_dataset.py:
+// _IndexWriter, _IndexReader, IndexedDatasetBuilder), little-endian:
+//   PREFIX.idx  offset 0       magic "MMIDIDX\0\0" (9 bytes)
+//               9              version (u64, 1)
+//               17             dtype code of the tokens (u8)
+//               18, 26         sequence_count S, document_count D (u64 each)
+//               34             sequence_lengths (i32[S], tokens)
+//               34 + 4S        sequence_pointers (i64[S], byte offsets into the .bin: the running
+//                              sum of length x itemsize)
+//               34 + 12S       document_indices (i64[D]: 0, then the sequence after each document)
+//               34 + 12S + 8D  the end; a multimodal dataset's sequence_modes (i8[S]) follow
+//   PREFIX.bin  the tokens of sequence 0, 1, ..., back to back.
+// Both files are mapped, not read: opening touches the header and a few entries, so it costs the
+// same for 10 documents or 10^9; each other entry is checked when it is used, and a caller that
+// reads lengths only (the token-stream planner) never pages in the pointers.
+#include "distsampler/loader/indexed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "file.h"
+
+namespace distsampler {
+namespace {
+
+constexpr unsigned char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+constexpr uint64_t kVersionOffset = 9;
+constexpr uint64_t kDtypeOffset = 17;
+constexpr uint64_t kCountsOffset = 18;  // sequence_count, then document_count at 26
+constexpr uint64_t kHeaderBytes = 34;
+
+// Megatron's DType enum: code, numpy's name, itemsize.
+struct TokenType {
+  uint8_t code;
+  const char* name;
+  uint64_t bytes;
+};
+constexpr TokenType kTokenTypes[] = {{1, "uint8", 1}, {2, "int8", 1},    {3, "int16", 2},
+                                     {4, "int32", 4}, {5, "int64", 8},   {6, "float64", 8},
+                                     {7, "float32", 4}, {8, "uint16", 2}};
+
+const TokenType* token_type(uint8_t code) {
+  for (const TokenType& t : kTokenTypes) {
+    if (t.code == code) return &t;
+  }
+  return nullptr;
+}
+
+std::string allowed_codes() {
+  std::string s;
+  for (const TokenType& t : kTokenTypes) {
+    s += (s.empty() ? "" : ", ") + std::to_string(t.code) + " (" + t.name + ")";
+  }
+  return s;
+}
+
+template <typename T>
+T load(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+std::string document_message(uint64_t document, uint64_t documents, const std::string& where) {
+  return "document = " + std::to_string(document) + " is out of range" + where +
+         "; allowed: document < documents() = " + std::to_string(documents);
+}
+
+void check_range(uint64_t document, uint64_t begin, uint64_t end, uint32_t length,
+                 const std::string& where) {
+  if (begin <= end && end <= length) return;
+  throw std::out_of_range("document = " + std::to_string(document) + ", begin = " +
+                          std::to_string(begin) + ", end = " + std::to_string(end) +
+                          ": out of range" + where + "; allowed: begin <= end <= length(" +
+                          std::to_string(document) + ") = " + std::to_string(length));
+}
+
+template <typename T>
+void widen(const unsigned char* p, uint64_t n, int64_t* out) {
+  for (uint64_t i = 0; i < n; ++i) out[i] = load<T>(p + i * sizeof(T));
+}
+
+// Float tokens must be integers in int64's range: anything else is not a token id.
+template <typename T>
+void widen_float(const unsigned char* p, uint64_t n, int64_t* out, const std::string& bin,
+                 uint64_t first_byte) {
+  constexpr double kTwo63 = 9223372036854775808.0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const double v = load<T>(p + i * sizeof(T));
+    if (!(v >= -kTwo63 && v < kTwo63 && std::trunc(v) == v)) {  // NaN fails every comparison
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", v);
+      throw FormatError(bin, first_byte + i * sizeof(T),
+                        std::string("token ") + text +
+                            " is not a token id; allowed: float tokens that are integers in "
+                            "[-2^63, 2^63)");
+    }
+    out[i] = static_cast<int64_t>(v);
+  }
+}
+
+}  // namespace
+
+IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
+  const uint16_t one = 1;
+  unsigned char little;
+  std::memcpy(&little, &one, 1);
+  if (little != 1) throw std::runtime_error("IndexedDataset: big-endian hosts are not supported");
+
+  idx_ = std::make_shared<const detail::MappedFile>(prefix + ".idx");
+  const std::string& idx_path = idx_->path();
+  const unsigned char* idx = idx_->data();
+  const uint64_t size = idx_->size();
+  const uint64_t magic_bytes = std::min<uint64_t>(size, sizeof kMagic);
+  if (magic_bytes > 0 && std::memcmp(idx, kMagic, magic_bytes) != 0) {
+    throw FormatError(idx_path, 0,
+                      "bad magic; allowed: \"MMIDIDX\\0\\0\" (a Megatron indexed dataset's .idx)");
+  }
+  const auto need = [&](uint64_t end, const std::string& what) {
+    if (size < end) {
+      throw FormatError(idx_path, size,
+                        "truncated: the file ends after " + std::to_string(size) +
+                            " bytes, inside " + what + " (bytes up to offset " +
+                            std::to_string(end) + ")");
+    }
+  };
+  need(sizeof kMagic, "the magic");
+  need(kDtypeOffset, "the version");
+  const uint64_t version = load<uint64_t>(idx + kVersionOffset);
+  if (version != 1) {
+    throw FormatError(idx_path, kVersionOffset,
+                      "version = " + std::to_string(version) + "; allowed: 1");
+  }
+  need(kDtypeOffset + 1, "the dtype code");
+  const TokenType* type = token_type(idx[kDtypeOffset]);
+  if (type == nullptr) {
+    throw FormatError(idx_path, kDtypeOffset,
+                      "dtype code = " + std::to_string(idx[kDtypeOffset]) +
+                          "; allowed: " + allowed_codes());
+  }
+  need(kHeaderBytes, "sequence_count and document_count");
+  const uint64_t sequences = load<uint64_t>(idx + kCountsOffset);
+  const uint64_t documents = load<uint64_t>(idx + kCountsOffset + 8);
+  const std::string counts = "sequence_count = " + std::to_string(sequences) +
+                             " and document_count = " + std::to_string(documents);
+  uint64_t entries, indices, expected;
+  if (__builtin_mul_overflow(sequences, 12, &entries) ||
+      __builtin_mul_overflow(documents, 8, &indices) ||
+      __builtin_add_overflow(entries, indices, &expected) ||
+      __builtin_add_overflow(expected, kHeaderBytes, &expected)) {
+    throw FormatError(idx_path, kCountsOffset,
+                      counts + " need more than 2^64 - 1 bytes; the file has " +
+                          std::to_string(size));
+  }
+  if (size < expected) {
+    throw FormatError(idx_path, size,
+                      "truncated: " + counts + " need 34 + 12 * " + std::to_string(sequences) +
+                          " + 8 * " + std::to_string(documents) + " = " +
+                          std::to_string(expected) + " bytes, the file ends after " +
+                          std::to_string(size));
+  }
+  if (size > expected) {
+    if (sequences > 0 && size - expected == sequences) {
+      throw FormatError(idx_path, expected,
+                        "a sequence_modes block (one byte per sequence, sequence_count = " +
+                            std::to_string(sequences) +
+                            ") follows the document indices: a multimodal dataset; allowed: a "
+                            "text dataset, whose .idx ends with the document indices");
+    }
+    throw FormatError(idx_path, expected,
+                      std::to_string(size - expected) +
+                          " trailing bytes after the document indices, where " + counts +
+                          " end the file");
+  }
+  if (documents == 0) {
+    throw FormatError(idx_path, kCountsOffset + 8,
+                      "document_count = 0; allowed: at least 1 (document_indices starts with 0)");
+  }
+  const uint64_t indices_offset = kHeaderBytes + entries;
+  const int64_t first_index = load<int64_t>(idx + indices_offset);
+  if (first_index != 0) {
+    throw FormatError(idx_path, indices_offset,
+                      "document_indices[0] = " + std::to_string(first_index) + "; allowed: 0");
+  }
+  const uint64_t last_offset = indices_offset + 8 * (documents - 1);
+  const int64_t last_index = load<int64_t>(idx + last_offset);
+  if (last_index < 0 || static_cast<uint64_t>(last_index) != sequences) {
+    throw FormatError(idx_path, last_offset,
+                      "document_indices[" + std::to_string(documents - 1) +
+                          "] (the last) = " + std::to_string(last_index) +
+                          "; allowed: sequence_count = " + std::to_string(sequences));
+  }
+  sequences_ = sequences;
+  token_bytes_ = type->bytes;
+  dtype_code_ = type->code;
+  lengths_ = idx + kHeaderBytes;
+  pointers_ = lengths_ + 4 * sequences;
+
+  bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin");
+  tokens_ = bin_->data();
+  bin_bytes_ = bin_->size();
+  const std::string& bin_path = bin_->path();
+  if (sequences == 0) {
+    if (bin_bytes_ != 0) {
+      throw FormatError(bin_path, 0,
+                        std::to_string(bin_bytes_) + " bytes, where '" + idx_path +
+                            "' has no sequences; allowed: an empty file");
+    }
+    return;
+  }
+  checked_pointer(0);
+  // The pointers are running sums, so the last sequence's end is the .bin's size. A pointer that
+  // cannot be one (negative, unaligned) is the .idx's error; one that can, the .bin's size's.
+  const uint64_t last = sequences - 1;
+  const uint32_t last_length = checked_length(last);
+  const int64_t last_pointer = pointer_at(last);
+  if (last_pointer >= 0 && static_cast<uint64_t>(last_pointer) % token_bytes_ == 0) {
+    const uint64_t end = static_cast<uint64_t>(last_pointer) + uint64_t{last_length} * token_bytes_;
+    const std::string last_text =
+        "the last sequence (sequence_pointers[" + std::to_string(last) + "] = " +
+        std::to_string(last_pointer) + ", sequence_lengths[" + std::to_string(last) +
+        "] = " + std::to_string(last_length) + " tokens of " + std::to_string(token_bytes_) +
+        " bytes in '" + idx_path + "') ends at byte " + std::to_string(end);
+    if (bin_bytes_ < end) {
+      throw FormatError(bin_path, bin_bytes_,
+                        "truncated: " + last_text + ", the file ends after " +
+                            std::to_string(bin_bytes_));
+    }
+    if (bin_bytes_ > end) {
+      throw FormatError(bin_path, end,
+                        std::to_string(bin_bytes_ - end) + " trailing bytes after " + last_text);
+    }
+  }
+  checked_pointer(last);
+}
+
+std::string_view IndexedDataset::dtype_name() const { return token_type(dtype_code_)->name; }
+
+int32_t IndexedDataset::length_at(uint64_t document) const {
+  return load<int32_t>(lengths_ + 4 * document);
+}
+
+int64_t IndexedDataset::pointer_at(uint64_t document) const {
+  return load<int64_t>(pointers_ + 8 * document);
+}
+
+uint64_t IndexedDataset::pointer_offset(uint64_t document) const {
+  return static_cast<uint64_t>(pointers_ + 8 * document - idx_->data());
+}
+
+void IndexedDataset::check_document(uint64_t document) const {
+  if (document >= sequences_) {
+    throw std::out_of_range(document_message(document, sequences_, " of '" + prefix_ + "'"));
+  }
+}
+
+uint32_t IndexedDataset::checked_length(uint64_t document) const {
+  const int32_t length = length_at(document);
+  if (length < 0) {
+    throw FormatError(idx_->path(), kHeaderBytes + 4 * document,
+                      "sequence_lengths[" + std::to_string(document) +
+                          "] = " + std::to_string(length) + "; allowed: >= 0");
+  }
+  return static_cast<uint32_t>(length);
+}
+
+uint64_t IndexedDataset::checked_pointer(uint64_t document) const {
+  const int64_t pointer = pointer_at(document);
+  const bool first = document == 0;
+  if (first ? pointer != 0
+            : pointer < 0 || static_cast<uint64_t>(pointer) > bin_bytes_ ||
+                  static_cast<uint64_t>(pointer) % token_bytes_ != 0) {
+    throw FormatError(idx_->path(), pointer_offset(document),
+                      "sequence_pointers[" + std::to_string(document) +
+                          "] = " + std::to_string(pointer) + "; allowed: " +
+                          (first ? std::string("0 (the first sequence starts the .bin)")
+                                 : "a multiple of the token size " +
+                                       std::to_string(token_bytes_) + " in [0, " +
+                                       std::to_string(bin_bytes_) + "], the size of '" +
+                                       bin_->path() + "'"));
+  }
+  return static_cast<uint64_t>(pointer);
+}
+
+IndexedDataset::Entry IndexedDataset::entry(uint64_t document) const {
+  const uint32_t length = checked_length(document);
+  const uint64_t pointer = checked_pointer(document);
+  // Cannot wrap: pointer <= the .bin's size < 2^63, length x token bytes < 2^34.
+  const uint64_t end = pointer + uint64_t{length} * token_bytes_;
+  const bool last = document + 1 == sequences_;
+  const uint64_t next = last ? bin_bytes_ : checked_pointer(document + 1);
+  if (end != next) {
+    const std::string d = std::to_string(document);
+    throw FormatError(
+        idx_->path(), pointer_offset(document),
+        "sequence_pointers[" + d + "] = " + std::to_string(pointer) + " and sequence_lengths[" +
+            d + "] = " + std::to_string(length) + " (tokens of " +
+            std::to_string(token_bytes_) + " bytes) end at byte " + std::to_string(end) +
+            " of '" + bin_->path() + "', but " +
+            (last ? "the file ends at byte " + std::to_string(bin_bytes_)
+                  : "sequence_pointers[" + std::to_string(document + 1) +
+                        "] = " + std::to_string(next)) +
+            "; allowed: sequences back to back");
+  }
+  return Entry{pointer, length};
+}
+
+uint32_t IndexedDataset::length(uint64_t document) const {
+  check_document(document);
+  return checked_length(document);
+}
+
+IndexedDataset::Entry IndexedDataset::prepare(uint64_t document, uint64_t begin,
+                                              uint64_t end) const {
+  check_document(document);
+  const Entry e = entry(document);
+  check_range(document, begin, end, e.length, " of '" + prefix_ + "'");
+  return e;
+}
+
+uint64_t IndexedDataset::check_read(uint64_t document, uint64_t begin, uint64_t end) const {
+  prepare(document, begin, end);
+  return end - begin;
+}
+
+void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const {
+  const Entry e = prepare(document, begin, end);
+  const uint64_t n = end - begin;
+  if (n == 0) return;
+  const uint64_t first_byte = e.byte + begin * token_bytes_;
+  const unsigned char* p = tokens_ + first_byte;
+  switch (dtype_code_) {
+    case 1:
+      return widen<uint8_t>(p, n, out);
+    case 2:
+      return widen<int8_t>(p, n, out);
+    case 3:
+      return widen<int16_t>(p, n, out);
+    case 4:
+      return widen<int32_t>(p, n, out);
+    case 5:
+      return widen<int64_t>(p, n, out);
+    case 6:
+      return widen_float<double>(p, n, out, bin_->path(), first_byte);
+    case 7:
+      return widen_float<float>(p, n, out, bin_->path(), first_byte);
+    default:
+      return widen<uint16_t>(p, n, out);  // 8: the only other code the constructor takes
+  }
+}
+
+IndexedSource::IndexedSource(std::vector<std::string> prefixes) {
+  if (prefixes.empty()) {
+    throw std::invalid_argument("prefixes: empty; allowed: at least one prefix");
+  }
+  shards_.reserve(prefixes.size());
+  starts_.reserve(prefixes.size() + 1);
+  starts_.push_back(0);
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    shards_.emplace_back(prefixes[i]);
+    const IndexedDataset& shard = shards_.back();
+    if (shard.dtype_name() != shards_.front().dtype_name()) {
+      throw std::invalid_argument(
+          "prefixes[" + std::to_string(i) + "] = '" + prefixes[i] + "' holds " +
+          std::string(shard.dtype_name()) + " tokens and prefixes[0] = '" + prefixes[0] +
+          "' holds " + std::string(shards_.front().dtype_name()) +
+          "; allowed: one dtype for all the shards");
+    }
+    uint64_t start, tokens;
+    if (__builtin_add_overflow(starts_.back(), shard.documents(), &start) ||
+        __builtin_add_overflow(total_tokens_, shard.total_tokens(), &tokens)) {
+      throw std::invalid_argument("prefixes: the shards up to prefixes[" + std::to_string(i) +
+                                  "] = '" + prefixes[i] +
+                                  "' hold more than 2^64 - 1 documents or tokens; allowed: fewer");
+    }
+    starts_.push_back(start);
+    total_tokens_ = tokens;
+  }
+}
+
+uint64_t IndexedSource::shard_start(size_t shard) const {
+  if (shard > shards_.size()) {
+    throw std::out_of_range("shard = " + std::to_string(shard) +
+                            " is out of range; allowed: shard <= shards().size() = " +
+                            std::to_string(shards_.size()));
+  }
+  return starts_[shard];
+}
+
+IndexedSource::Location IndexedSource::locate(uint64_t document) const {
+  if (document >= documents()) {
+    throw std::out_of_range(document_message(document, documents(), ""));
+  }
+  // The last shard starting at or before `document`; empty shards share their start with the next.
+  const size_t shard =
+      static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), document) -
+                          starts_.begin()) -
+      1;
+  return Location{&shards_[shard], document - starts_[shard]};
+}
+
+uint32_t IndexedSource::length(uint64_t document) const {
+  const Location at = locate(document);
+  return at.shard->length(at.document);
+}
+
+uint64_t IndexedSource::check_read(uint64_t document, uint64_t begin, uint64_t end) const {
+  const Location at = locate(document);
+  check_range(document, begin, end, at.shard->length(at.document), "");
+  return at.shard->check_read(at.document, begin, end);
+}
+
+void IndexedSource::read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const {
+  const Location at = locate(document);
+  check_range(document, begin, end, at.shard->length(at.document), "");
+  at.shard->read(at.document, begin, end, out);
+}
+
+}  // namespace distsampler

@@ -1,0 +1,115 @@
+// loader/tokens.h's contract: a plan's sequences read from indexed sources are the sources'
+// tokens at the planned spans, with each token's offset in its document and its span, padding
+// after the last span; a missing source is named.
+#include "distsampler/loader/tokens.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "temp_dir.h"
+
+namespace distsampler {
+namespace {
+
+int64_t token(uint64_t source, uint64_t document, uint64_t offset) {
+  return static_cast<int64_t>((source * 7919 + document * 131 + offset * 17) % 60000);
+}
+
+template <typename T>
+void append(std::vector<unsigned char>& out, T value) {
+  unsigned char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));  // little-endian hosts, as the format
+  out.insert(out.end(), bytes, bytes + sizeof(T));
+}
+
+// The files megatron-core's IndexedDatasetBuilder writes (uint16 tokens, one sequence per
+// document).
+std::string write_source(const testing_util::TempDir& dir, const std::string& name,
+                         uint64_t source, const std::vector<uint32_t>& lengths) {
+  std::vector<unsigned char> bin, idx;
+  for (uint64_t d = 0; d < lengths.size(); ++d) {
+    for (uint64_t t = 0; t < lengths[d]; ++t) {
+      append(bin, static_cast<uint16_t>(token(source, d, t)));
+    }
+  }
+  const char magic[] = "MMIDIDX\0\0";
+  idx.insert(idx.end(), magic, magic + 9);
+  append<uint64_t>(idx, 1);
+  append<uint8_t>(idx, 8);  // uint16
+  append<uint64_t>(idx, lengths.size());
+  append<uint64_t>(idx, lengths.size() + 1);
+  for (uint32_t n : lengths) append<int32_t>(idx, static_cast<int32_t>(n));
+  int64_t pointer = 0;
+  for (uint32_t n : lengths) {
+    append<int64_t>(idx, pointer);
+    pointer += 2 * static_cast<int64_t>(n);
+  }
+  for (uint64_t i = 0; i <= lengths.size(); ++i) append<int64_t>(idx, static_cast<int64_t>(i));
+  dir.write(name + ".bin", bin);
+  dir.write(name + ".idx", idx);
+  return dir.file(name);
+}
+
+TEST(TokensTest, RowsAreTheSourcesTokensAtThePlannedSpans) {
+  testing_util::TempDir dir;
+  const std::vector<uint32_t> a = {5, 0, 40, 3, 1, 70, 9}, b = {12, 30, 2, 0, 8};
+  const auto sources = open_token_sources(
+      {{write_source(dir, "a", 0, a)}, {write_source(dir, "b", 1, b)}});
+  for (Packing packing : {Packing::kConcat, Packing::kBestFit}) {
+    TokenPlanOptions o;
+    o.weights = {2, 1};
+    o.seq_len = 16;
+    o.global_batch = 4;
+    o.packing = packing;
+    o.window = 8;
+    TokenPlan plan({sources.begin(), sources.end()}, o);
+    for (int step = 0; step < 10; ++step) {
+      const auto sequences = plan.next_step(1, 0);
+      const TokenRows rows = read_token_rows(sources, sequences, 17, -7);
+      ASSERT_EQ(rows.rows, 4u);
+      for (size_t r = 0; r < sequences.size(); ++r) {
+        uint64_t at = r * 17;
+        for (size_t i = 0; i < sequences[r].spans.size(); ++i) {
+          const Span& x = sequences[r].spans[i];
+          for (uint64_t t = x.begin; t < x.end; ++t, ++at) {
+            ASSERT_EQ(rows.tokens[at], token(x.source, x.document, t));
+            ASSERT_EQ(rows.positions[at], static_cast<int64_t>(t));
+            ASSERT_EQ(rows.segments[at], static_cast<int32_t>(i));
+          }
+        }
+        if (packing == Packing::kConcat) {
+          ASSERT_EQ(at, r * 17 + 17);
+        }
+        for (; at < (r + 1) * 17; ++at) {
+          ASSERT_EQ(rows.tokens[at], -7);
+          ASSERT_EQ(rows.segments[at], -1);
+        }
+      }
+    }
+  }
+}
+
+TEST(TokensTest, ASequenceTooLongOrOfAMissingSourceIsRefused) {
+  testing_util::TempDir dir;
+  const auto sources = open_token_sources({{write_source(dir, "a", 0, {50})}});
+  PlannedSequence s;
+  s.spans = {Span{0, 0, 0, 20, 0}};
+  EXPECT_THROW(read_token_rows(sources, {s}, 17, 0), std::invalid_argument);
+  s.spans = {Span{1, 0, 0, 2, 0}};
+  EXPECT_THROW(read_token_rows(sources, {s}, 17, 0), std::invalid_argument);
+  try {
+    open_token_sources({{write_source(dir, "b", 0, {4})}, {dir.file("missing")}});
+    ADD_FAILURE() << "a missing source opened";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("sources[1]: "), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace distsampler

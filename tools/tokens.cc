@@ -1,0 +1,334 @@
+// tokens.cc: `distsampler tokens plan` (the sequences a rank reads, step by step, as JSON lines)
+// and `distsampler tokens audit` (a run's checkpoints replayed: every document of every source
+// once per source epoch).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "distsampler/loader/tokens.h"
+#include "distsampler/tokens/plan.h"
+
+namespace distsampler::cli {
+
+const char* const kTokensHelp = R"(usage: distsampler tokens plan|audit --source PREFIX:WEIGHT ... --seq-len L
+                         --global-batch B [flags]
+
+The global stream of training sequences over Megatron indexed sources (.bin + .idx, what
+megatron-core's IndexedDatasetBuilder writes): documents of each source in a keyed order per
+source epoch, sources mixed by token weight (each within L + 1 tokens of its share), packed into
+sequences of L + 1 tokens, B per step, rank R of W reading sequences [s B + R B / W, + B / W).
+The stream does not depend on W. docs/tokens.md describes it.
+
+  plan    one JSON line per sequence rank R reads in steps FIRST..LAST (inclusive):
+          {"step": s, "rank": r, "sequence": k, "spans": [[source, document, begin, end], ...]}
+          (k the global sequence index; begin, end token offsets in the document; sources
+          numbered in the order given)
+  audit   replays the plan up to the last of the checkpoints given (state_dict() of
+          distsampler.tokens.TokenStream, as JSON files) and checks that each is the plan's
+          state at its position, that no token of any document is read twice within a source
+          epoch and that every document of every finished source epoch is read whole; with
+          --sequences, that the run read sequences [0, last checkpoint) exactly once each.
+          Prints one line per source and a verdict.
+
+flags:
+  --source PREFIX:WEIGHT  a source and its token weight (> 0; normalized); PREFIX may be
+                          several shard prefixes joined by commas (documents numbered across
+                          them in that order); repeat the flag per source
+  --seq-len L             tokens per sequence, L + 1 stored (inputs and labels), 1 <= L <= 2^30
+  --global-batch B        sequences per step, a multiple of the world size
+  --seed S                seed, 0 <= S <= 2^64 - 1 (default 0)
+  --packing P             concat (Megatron's: documents back to back, consecutive sequences
+                          share one token) or best-fit (windows of M pieces packed best-fit
+                          decreasing; a document cut only when longer than L + 1) (default concat)
+  --window M              best-fit: pieces per window, 1 <= M <= 2^24 (default 1024)
+plan:
+  --world-size W          ranks (default 1)
+  --rank R                0 <= R < W (default 0)
+  --steps FIRST:LAST      the steps to print, inclusive (default 0:0)
+audit:
+  --state FILE            a checkpoint (JSON of TokenStream.state_dict()); repeat per file
+  --sequences FILE        JSON lines, each with a "sequence" key: what the run read (every rank)
+
+exit status: 0 success (audit: exactly once holds), 1 the audit found a violation, 2 a bad flag,
+value or file, 3 the output could not be written.
+)";
+
+namespace {
+
+struct Run {
+  std::vector<std::vector<std::string>> prefixes;
+  std::vector<std::shared_ptr<const IndexedLengths>> sources;
+  TokenPlanOptions options;
+};
+
+double parse_weight(const std::string& text, const std::string& source) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || !(value > 0)) {
+    throw UsageError("--source " + source + ": weight '" + text +
+                     "' is not a finite number > 0");
+  }
+  return value;
+}
+
+Run parse_run(Flags& flags) {
+  Run run;
+  for (const std::string& source : flags.take_all("--source")) {
+    const size_t colon = source.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      throw UsageError("--source " + source + ": expected PREFIX:WEIGHT");
+    }
+    std::vector<std::string> shards;
+    std::stringstream list(source.substr(0, colon));
+    for (std::string shard; std::getline(list, shard, ',');) {
+      if (shard.empty()) throw UsageError("--source " + source + ": an empty shard prefix");
+      shards.push_back(shard);
+    }
+    run.prefixes.push_back(shards);
+    run.options.weights.push_back(parse_weight(source.substr(colon + 1), source));
+  }
+  if (run.prefixes.empty()) throw UsageError("missing required flag --source");
+  run.options.seq_len = flags.take_required_u64("--seq-len");
+  run.options.global_batch = flags.take_required_u64("--global-batch");
+  run.options.seed = flags.take_u64("--seed", 0);
+  run.options.packing = parse_packing(flags.take_string("--packing", "concat"), "--packing");
+  if (flags.has("--window") && run.options.packing != Packing::kBestFit) {
+    throw UsageError("--window applies to --packing best-fit only");
+  }
+  run.options.window = flags.take_u64("--window", TokenPlanOptions::kDefaultWindow);
+  return run;
+}
+
+TokenPlan make_plan(Run& run) {
+  run.sources = open_token_sources(run.prefixes);
+  return TokenPlan(
+      std::vector<std::shared_ptr<const DocumentLengths>>(run.sources.begin(), run.sources.end()),
+      run.options);
+}
+
+std::pair<uint64_t, uint64_t> parse_steps(const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) throw UsageError("--steps " + text + ": expected FIRST:LAST");
+  const uint64_t first = parse_u64(text.substr(0, colon), "--steps");
+  const uint64_t last = parse_u64(text.substr(colon + 1), "--steps");
+  if (first > last) throw UsageError("--steps " + text + ": FIRST > LAST");
+  return {first, last};
+}
+
+int run_plan(Flags& flags, std::ostream& out) {
+  Run run = parse_run(flags);
+  const uint64_t world = flags.take_u64("--world-size", 1);
+  const uint64_t rank = flags.take_u64("--rank", 0);
+  const auto [first, last] = parse_steps(flags.take_string("--steps", "0:0"));
+  flags.finish();
+  rank_sequences(run.options.global_batch, world, rank, 0);  // the checks, before any work
+  TokenPlan plan = make_plan(run);
+  for (uint64_t step = 0; step <= last; ++step) {
+    const std::vector<PlannedSequence> mine = plan.next_step(world, rank);
+    if (step < first) continue;
+    for (const PlannedSequence& s : mine) {
+      out << "{\"step\": " << step << ", \"rank\": " << rank << ", \"sequence\": " << s.index
+          << ", \"spans\": [";
+      for (size_t i = 0; i < s.spans.size(); ++i) {
+        const Span& x = s.spans[i];
+        out << (i ? ", " : "") << "[" << x.source << ", " << x.document << ", " << x.begin << ", "
+            << x.end << "]";
+      }
+      out << "]}\n";
+    }
+    check_output(out);
+  }
+  return kExitOk;
+}
+
+// ---- audit --------------------------------------------------------------------------------------
+
+DictValue to_dict(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return DictValue::none();
+    case nlohmann::json::value_t::boolean:
+      return DictValue::boolean(j.get<bool>());
+    case nlohmann::json::value_t::number_unsigned:
+      return DictValue::integer(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_integer:
+      return DictValue::integer_text(std::to_string(j.get<int64_t>()));
+    case nlohmann::json::value_t::number_float:
+      return DictValue::real(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return DictValue::string(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      std::vector<DictValue> items;
+      for (const auto& item : j) items.push_back(to_dict(item));
+      return DictValue::list(std::move(items));
+    }
+    case nlohmann::json::value_t::object: {
+      DictValue out = DictValue::dict();
+      for (const auto& [key, value] : j.items()) out.set(key, to_dict(value));
+      return out;
+    }
+    default:
+      throw std::invalid_argument("a JSON value of an unsupported type");
+  }
+}
+
+nlohmann::json read_json(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(flag + " " + path + ": cannot open");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(flag + " " + path + ": not JSON (" + e.what() + ")");
+  }
+}
+
+struct Checkpoint {
+  std::string path;
+  TokenPlanState state;
+};
+
+bool same_state(const TokenPlanState& a, const TokenPlanState& b) {
+  return a.sequence == b.sequence && a.skip == b.skip && a.cursors == b.cursors;
+}
+
+int run_token_audit(Flags& flags, std::ostream& out) {
+  Run run = parse_run(flags);
+  const std::vector<std::string> paths = flags.take_all("--state");
+  const std::string sequences_path = flags.take_string("--sequences", "");
+  flags.finish();
+  if (paths.empty()) throw UsageError("missing required flag --state");
+  TokenPlan plan = make_plan(run);
+  std::vector<Checkpoint> checkpoints;
+  for (const std::string& path : paths) {
+    TokenPlan probe = plan;  // checks the checksum and the configuration
+    try {
+      probe.load_state_dict(to_dict(read_json(path, "--state")));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError("--state " + path + ": " + e.what());
+    }
+    checkpoints.push_back({path, probe.state()});
+  }
+  std::stable_sort(checkpoints.begin(), checkpoints.end(), [](const auto& a, const auto& b) {
+    return a.state.sequence < b.state.sequence;
+  });
+  const uint64_t end = checkpoints.back().state.sequence;
+  // ledger: (source, epoch, document) -> the token ranges read
+  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, std::vector<std::pair<uint64_t, uint64_t>>>
+      read;
+  const bool concat = run.options.packing == Packing::kConcat;
+  size_t next = 0;
+  int failures = 0;
+  auto fail = [&](const std::string& what) {
+    if (failures++ < 10) out << "VIOLATION " << what << "\n";
+  };
+  for (uint64_t k = 0; k <= end; ++k) {
+    for (; next < checkpoints.size() && checkpoints[next].state.sequence == k; ++next) {
+      if (!same_state(plan.state(), checkpoints[next].state)) {
+        fail("checkpoint " + checkpoints[next].path + " at sequence " + std::to_string(k) +
+             " is not the plan's state there");
+      }
+    }
+    if (k == end) break;
+    PlannedSequence s = plan.next();
+    uint64_t owned = concat ? run.options.seq_len : s.tokens();  // concat: the last is k + 1's
+    for (const Span& x : s.spans) {
+      const uint64_t take = std::min<uint64_t>(owned, x.end - x.begin);
+      if (take > 0) read[{x.source, x.epoch, x.document}].push_back({x.begin, x.begin + take});
+      owned -= take;
+    }
+  }
+  // No token read twice anywhere; every document of every finished source epoch read whole.
+  const std::vector<SourceCursor> cursors = plan.state().cursors;  // at the last checkpoint
+  for (auto& [key, ranges] : read) {
+    const auto& [source, epoch, document] = key;
+    std::sort(ranges.begin(), ranges.end());
+    uint64_t at = 0;
+    for (const auto& [begin, end_token] : ranges) {
+      if (begin < at) {
+        fail("source " + std::to_string(source) + " epoch " + std::to_string(epoch) +
+             " document " + std::to_string(document) + ": tokens from " + std::to_string(begin) +
+             " read twice");
+      }
+      at = std::max(at, end_token);
+    }
+  }
+  for (uint32_t s = 0; s < run.sources.size(); ++s) {
+    const DocumentLengths& lengths = *run.sources[s];
+    uint64_t whole = 0;
+    for (uint64_t e = 0; e < cursors[s].epoch; ++e) {  // the epochs before the live one
+      for (uint64_t d = 0; d < lengths.documents(); ++d) {
+        if (lengths.length(d) == 0) continue;
+        uint64_t covered = 0;
+        auto it = read.find({s, e, d});
+        if (it != read.end()) {
+          for (const auto& r : it->second) covered += r.second - r.first;
+        }
+        if (covered == lengths.length(d)) {
+          ++whole;
+        } else {
+          fail("source " + std::to_string(s) + " epoch " + std::to_string(e) + " document " +
+               std::to_string(d) + ": " + std::to_string(covered) + " of " +
+               std::to_string(lengths.length(d)) + " tokens read");
+        }
+      }
+    }
+    out << "source " << s << ": " << cursors[s].epoch << " source epochs finished, " << whole
+        << " documents read whole in them; " << cursors[s].consumed << " tokens read in all\n";
+  }
+  if (!sequences_path.empty()) {
+    std::ifstream in(sequences_path);
+    if (!in) throw UsageError("--sequences " + sequences_path + ": cannot open");
+    std::vector<uint64_t> count(end, 0);
+    std::string line;
+    for (uint64_t n = 1; std::getline(in, line); ++n) {
+      if (line.empty()) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception&) {
+        throw UsageError("--sequences " + sequences_path + ": line " + std::to_string(n) +
+                         " is not JSON");
+      }
+      if (!j.is_object() || !j.contains("sequence") || !j["sequence"].is_number_unsigned()) {
+        throw UsageError("--sequences " + sequences_path + ": line " + std::to_string(n) +
+                         " has no \"sequence\": n");
+      }
+      const uint64_t k = j["sequence"].get<uint64_t>();
+      if (k < end) ++count[k];
+    }
+    for (uint64_t k = 0; k < end; ++k) {
+      if (count[k] != 1) {
+        fail("sequence " + std::to_string(k) + " read " + std::to_string(count[k]) + " times");
+      }
+    }
+  }
+  out << (failures ? "FAILED: " + std::to_string(failures) + " violations"
+                   : "OK: sequences [0, " + std::to_string(end) +
+                         ") read each document of each source at most once per source epoch, "
+                         "every finished source epoch whole")
+      << "\n";
+  return failures ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace
+
+int run_tokens(const std::vector<std::string>& args, std::ostream& out) {
+  if (args.size() < 2) throw UsageError("tokens: expected a subcommand, plan or audit");
+  const std::string& what = args[1];
+  Flags flags(args, 2, {}, {"--source", "--state"});
+  if (what == "plan") return run_plan(flags, out);
+  if (what == "audit") return run_token_audit(flags, out);
+  throw UsageError("tokens: unknown subcommand '" + what + "'; allowed: plan, audit");
+}
+
+}  // namespace distsampler::cli
