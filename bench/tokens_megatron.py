@@ -9,9 +9,10 @@ ranks then load its cache), and reads sample 0. Run with the interpreter that ha
 SPEC: {"prefixes": [...], "weights": [...], "samples": N, "seq_len": L, "seed": S,
 "cache": DIR}; DIR must not hold a cache of the same configuration (bench/tokens.py gives a fresh
 one), so every index is built, never loaded. Prints one JSON line: the seconds from the builder's
-start to sample 0 in hand, the process's peak RSS (VmHWM) (interpreter and imports included) and its RSS
-after the imports, the dataset's length, and whether helpers_cpp (the C++ extension that builds
-the sample and blending indices) came compiled in the wheel or was built here.
+start to sample 0 in hand, the process's peak RSS (VmHWM, interpreter and imports included), its
+RSS after the imports, its private memory and mapped file pages with sample 0 read (RssAnon,
+RssFile), the dataset's length, and whether helpers_cpp (the C++ extension that builds the sample
+and blending indices) came compiled in the wheel or was built here.
 """
 import importlib.metadata
 import json
@@ -22,14 +23,19 @@ import time
 import warnings
 
 
-def peak_rss_mb():
-    """This process's peak RSS since its exec (VmHWM; ru_maxrss would also count the memory of
-    the process that spawned it, before the exec)."""
+def status_mb(field):
+    """A memory field of /proc/self/status in MB: VmHWM, this process's peak RSS since its exec
+    (ru_maxrss would also count the process that spawned it, before the exec); RssAnon and
+    RssFile, its private memory and its mapped file pages now."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_rss_mb():
+    return status_mb("VmHWM")
 
 
 def helpers_origin():
@@ -72,6 +78,7 @@ def main():
     if sample["tokens"].shape[0] != spec["seq_len"]:
         raise RuntimeError(f"sample 0 has {sample['tokens'].shape[0]} tokens")
     print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "import_mb": import_rss,
+                      "anon_mb": status_mb("RssAnon"), "file_mb": status_mb("RssFile"),
                       "length": len(train), "helpers_cpp": helpers_origin(),
                       "megatron_core": importlib.metadata.version("megatron-core"),
                       "cache_files": sum(len(files) for _, _, files in os.walk(spec["cache"]))}))
