@@ -395,7 +395,7 @@ def measure(args, binary):
     return rows, packing_rows, throughput, sets, time.time() - started
 
 
-def write_section(emit, args, rows, packing_rows, throughput, sets, seconds):
+def write_section(emit, args, rows, packing_rows, throughput, sets, run_seconds):
     megatron0 = next(iter(rows[0][2].values()))
     emit(BEGIN)
     emit()
@@ -543,7 +543,7 @@ def write_section(emit, args, rows, packing_rows, throughput, sets, seconds):
          f"sources, W = {W}, rank {RANK}, B = {GLOBAL_BATCH}: the whole process (opening the "
          "sources, planning, printing the JSON lines) over the tokens of the rank's sequences. "
          f"A rank plans every sequence of a step (the stream does not depend on W) and keeps "
-         f"its B / W: the global plan runs W = {W} times faster than the rank's rate.")
+         f"its B / W: it plans W = {W} times the tokens counted here, the whole global stream.")
     emit()
     emit("| packing | steps | rank's sequences | rank's tokens | time | tokens per second per rank "
          "| peak |")
@@ -555,7 +555,7 @@ def write_section(emit, args, rows, packing_rows, throughput, sets, seconds):
     made = ", ".join(f"{fmt_n(n)}: {info['seconds']:.0f} s" + (" (written by an earlier run and kept)"
                                                                 if info["reused"] else "")
                      for n, info in sets.items())
-    emit(f"Writing the sources: {made}. Whole tokens run: {seconds:.0f} s.")
+    emit(f"Writing the sources: {made}. Whole tokens run: {run_seconds:.0f} s.")
     emit()
     emit(END)
 

@@ -14,6 +14,7 @@ RSS after the imports, its private memory and mapped file pages with sample 0 re
 RssFile), the dataset's length, and whether helpers_cpp (the C++ extension that builds the sample
 and blending indices) came compiled in the wheel or was built here.
 """
+import datetime
 import importlib.metadata
 import json
 import logging
@@ -59,16 +60,17 @@ def main():
     import torch
     # BlendedDataset asks the process group for its rank when it writes a cache: a group of one,
     # rank 0 of world size 1, as a one-GPU job has (gloo, on the CPU).
-    os.makedirs(spec["cache"], exist_ok=True)
+    cache = os.path.abspath(spec["cache"])  # file://build/... would name a host "build"
+    os.makedirs(cache, exist_ok=True)
     torch.distributed.init_process_group(
-        "gloo", init_method="file://" + os.path.join(spec["cache"], "rendezvous"), rank=0,
-        world_size=1)
+        "gloo", init_method="file://" + os.path.join(cache, "rendezvous"), rank=0, world_size=1,
+        timeout=datetime.timedelta(seconds=60))
     import_rss = peak_rss_mb()
 
     config = GPTDatasetConfig(
         random_seed=spec["seed"], sequence_length=spec["seq_len"],
         blend=(spec["prefixes"], spec["weights"]), split="100,0,0",
-        path_to_cache=spec["cache"], tokenizer=NullTokenizer(50_256),
+        path_to_cache=cache, tokenizer=NullTokenizer(50_256),
         reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False)
     started = time.perf_counter()
     train, _, _ = BlendedMegatronDatasetBuilder(
@@ -81,7 +83,7 @@ def main():
                       "anon_mb": status_mb("RssAnon"), "file_mb": status_mb("RssFile"),
                       "length": len(train), "helpers_cpp": helpers_origin(),
                       "megatron_core": importlib.metadata.version("megatron-core"),
-                      "cache_files": sum(len(files) for _, _, files in os.walk(spec["cache"]))}))
+                      "cache_files": sum(len(files) for _, _, files in os.walk(cache))}))
     torch.distributed.destroy_process_group()
     return 0
 
