@@ -377,10 +377,11 @@ def measure(args, binary):
         throughput = []
         for packing in ("concat", "best-fit"):
             path = os.path.join(scratch, "throughput.jsonl")
-            seconds, peak = run_measured(
-                plan_cmd(binary, sets[n1]["prefixes"], f"0:{THROUGHPUT_STEPS - 1}", packing), path)
+            cmd = plan_cmd(binary, sets[n1]["prefixes"], f"0:{THROUGHPUT_STEPS - 1}", packing)
+            seconds, peak = run_measured(cmd, path)
             plan = read_plan(path)
-            throughput.append((packing, len(plan), planned_tokens(plan), seconds, peak))
+            throughput.append((packing, len(plan), planned_tokens(plan), seconds, peak,
+                               memory_split(cmd)))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return rows, packing_rows, throughput, sets, time.time() - started
@@ -533,14 +534,17 @@ def write_section(emit, args, rows, packing_rows, throughput, sets, run_seconds)
          f"sources, W = {W}, rank {RANK}, B = {GLOBAL_BATCH}: the whole process (opening the "
          "sources, planning, printing the JSON lines) over the tokens of the rank's sequences. "
          f"A rank plans every sequence of a step (the stream does not depend on W) and keeps "
-         f"its B / W: it plans W = {W} times the tokens counted here, the whole global stream.")
+         f"its B / W: it plans W = {W} times the tokens counted here, the whole global stream. "
+         "Memory as in the first table (peak RSS from `/usr/bin/time`, the largest mapped file "
+         "pages and private memory from one more run sampled every millisecond).")
     emit()
     emit("| packing | steps | rank's sequences | rank's tokens | time | tokens per second per rank "
-         "| peak |")
-    emit("|---|---|---|---|---|---|---|")
-    for packing, count, tokens, seconds, peak in throughput:
+         "| peak RSS | of it mapped files | private |")
+    emit("|---|---|---|---|---|---|---|---|---|")
+    for packing, count, tokens, seconds, peak, (private, mapped) in throughput:
         emit(f"| {packing} | {THROUGHPUT_STEPS} | {count:,} | {tokens:,} | {fmt_s(seconds)} | "
-             f"{tokens / seconds / 1e6:.1f} M | {peak:.1f} MB |")
+             f"{tokens / seconds / 1e6:.1f} M | {peak:.1f} MB | {mapped:.1f} MB | "
+             f"{private:.1f} MB |")
     emit()
     made = ", ".join(f"{fmt_n(n)}: {info['seconds']:.0f} s" + (" (written by an earlier run and kept)"
                                                                 if info["reused"] else "")
