@@ -539,9 +539,9 @@ HEADER = """# Benchmarks
 Measured on {date} by `bash scripts/bench.sh` (which builds with
 `-DDISTSAMPLER_BUILD_BENCHMARKS=ON`, builds `loader_throughput`, and runs `/usr/bin/python3
 bench/compare.py --build build --torch2-python .venv/bin/python --write docs/benchmarks.md`); every
-number below comes from that one run, ours and PyTorch's side by side, and so does the Peers
-section at the end (the same command's next stage). Nothing here is a test: the tests check bits,
-never times.
+number below comes from that one run, ours and PyTorch's side by side, and so do the Peers and
+Token streams sections at the end (the same command's next stages, each naming its command to run
+it alone). Nothing here is a test: the tests check bits, never times.
 
 Machine: {machine}.
 

@@ -6,7 +6,11 @@
 # Grain, MosaicML Streaming, torchdata and torch 2 from their own venv .venv-peers (made here from
 # requirements/peers.txt, a few minutes the first time), written as the "Peers" section of
 # docs/benchmarks.md, and bench/peers_quality.py: the quality battery's structure-aware statistics
-# on their orders, a section of docs/quality.md; DISTSAMPLER_BENCH_PEERS=0 skips both.
+# on their orders, a section of docs/quality.md; and the tokens stage (bench/tokens.py):
+# megatron-core's BlendedDataset + GPTDataset index build (from .venv) and Grain's packing against
+# `distsampler tokens plan` on 100 Megatron-format sources written to build/tokens-bench (about
+# 3.5 GB on disk, kept between runs), the "Token streams" section of docs/benchmarks.md.
+# DISTSAMPLER_BENCH_PEERS=0 skips all three, DISTSAMPLER_BENCH_TOKENS=0 the tokens stage.
 # Usage, as root on Debian 12 or 13:  bash scripts/bench.sh [--full]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +29,8 @@ if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
   cmake --build build --target quality
   PYTHONPATH=build/python "$peers_python" bench/peers_quality.py build/bin/quality \
     --write docs/quality.md
+  if [ "${DISTSAMPLER_BENCH_TOKENS:-1}" != 0 ]; then
+    "$peers_python" bench/tokens.py --build build --torch2-python "$torch2_python" \
+      --write docs/benchmarks.md
+  fi
 fi
