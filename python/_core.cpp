@@ -43,5 +43,6 @@ PYBIND11_MODULE(_core, m) {
   bind_state(m);     // state.h
   bind_pass(m);      // pass.h
   bind_policy(m);    // policy.h, state_dict.h
+  bind_receipts(m);  // receipts.h
   bind_policies(m);  // policies/*.h
 }

@@ -79,30 +79,6 @@ constexpr uint64_t kFirstChunk = 256;
 constexpr uint64_t kIndexChunk = uint64_t{1} << 14;  // 128 KiB of uint64, its ints stay in cache
 constexpr uint64_t kBatchChunk = 256;
 
-// What the live pass handed out, as its chunks count it: the chunks before the current one plus
-// what was taken from the current list iterator, which knows how much of it is left.
-struct Progress {
-  uint64_t serial = 0;
-  uint64_t before = 0;
-  uint64_t size = 0;
-  py::object current;  // the current chunk's list iterator
-  uint64_t handed() const {
-    if (!current) return before;
-    const Py_ssize_t left = PyObject_LengthHint(current.ptr(), 0);
-    return before + size - static_cast<uint64_t>(left < 0 ? 0 : left);
-  }
-};
-
-// A PolicySampler with the progress of the pass Python is reading.
-struct BoundSampler {
-  PolicySampler core;
-  std::shared_ptr<Progress> live;
-  PolicySampler& synced() {
-    if (live) core.set_handed(live->serial, live->handed());
-    return core;
-  }
-};
-
 // One pass as an iterator of chunk iterators (itertools.chain.from_iterable reads it): each
 // chunk's items are computed in C++ without the GIL, then made Python objects in one list.
 class PassChunks {
@@ -190,17 +166,6 @@ void bind_policy(py::module_& m) {
         return py::make_tuple(p.epoch, p.start, p.yielded);
       },
       py::arg("state"), py::arg("where"), "(epoch, start, yielded); ValueError naming the entry");
-  m.def(
-      "loader_state_dict",
-      [](uint64_t batches) { return from_dict_value(loader_state_dict(batches)); },
-      py::arg("batches"));
-  m.def(
-      "parse_loader_state",
-      [](py::handle state, const std::string& entry) {
-        return parse_loader_state(to_dict_value(state), entry);
-      },
-      py::arg("state"), py::arg("entry"), "The state's batches; ValueError naming the entry");
-
   py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy", "A sampling policy (policy.h)")
       .def_property_readonly("kind", &Policy::kind)
       .def_property_readonly("config", [](const Policy& p) { return from_dict_value(p.config()); })
@@ -245,14 +210,6 @@ void bind_policy(py::module_& m) {
       .def_property_readonly("resume_at",
                              [](const BoundSampler& b) { return b.core.cursor().resume_at(); })
       .def_property_readonly("serial", [](const BoundSampler& b) { return b.core.serial(); })
-      .def_property_readonly("tracked", [](const BoundSampler& b) { return b.core.tracked(); })
-      .def_property_readonly(
-          "live_total",
-          [](const BoundSampler& b) -> py::object {
-            const auto& live = b.core.cursor().live();
-            if (live) return py::int_(live->total);
-            return py::none();
-          })
       .def("remaining", [](const BoundSampler& b, uint64_t start) {
         return b.core.policy().remaining(start);
       }, py::arg("start"))
@@ -281,18 +238,10 @@ void bind_policy(py::module_& m) {
           py::arg("who"),
           "Starts the next pass (its epoch and start decided now): (its chunks, the notice to "
           "give as a\nwarning from the sampler `who`, or None)")
-      .def(
-          "mark",
-          [](BoundSampler& b) {
-            return py::make_tuple(b.core.serial(), b.live ? b.live->handed() : 0);
-          },
-          "(pass, items handed out): what a loader snapshots when it dispatches a batch")
       .def("receive", [](BoundSampler& b, uint64_t serial, uint64_t count) {
         b.core.receive(serial, count);
       }, py::arg("serial"), py::arg("count"),
            "The loop received pass `serial`'s first `count` items (a loader's report)")
-      .def("receive_all", [](BoundSampler& b, uint64_t serial) { b.core.receive_all(serial); },
-           py::arg("serial"))
       .def("position", [](BoundSampler& b) {
         const Position p = b.synced().position();
         return py::make_tuple(p.epoch, p.consumed);

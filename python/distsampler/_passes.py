@@ -7,13 +7,12 @@ A *pass* is one iteration over a sampler. Its epoch and start are decided when i
 producing (the first ``next()``), never at ``iter()``: a DataLoader with workers calls ``iter()``
 on its sampler more than once per epoch, and only the iterator it reads from counts.
 
-The loader protocol (distsampler.data.DataLoader uses nothing else): torchdata's ``Stateful``
-(``state_dict``/``load_state_dict``) plus ``progress_mark()`` as a batch's indices are dispatched,
-``progress_received(mark)`` when the loop receives that batch, and ``progress_finished()`` at the
-end of the pass: the checkpoint then counts what the loop received, whatever was fetched ahead.
-An iterable dataset of the package (distsampler.data's adapter) adds ``check_loader(loader)``,
-``progress_start()`` (the loader starts its pass in the main process) and
-``progress_received_batches(batches, per_batch)``.
+The loader protocol: torchdata's ``Stateful`` (``state_dict``/``load_state_dict``);
+distsampler.data.DataLoader's tracker (receipts.h) also reports each batch the loop receives to
+the sampler's PassSampler, so the checkpoint counts what the loop received, whatever was fetched
+ahead. An iterable dataset of the package (distsampler.data's adapter) adds
+``check_loader(loader)`` and ``progress_start()`` (the loader starts its pass in the main
+process).
 """
 import itertools
 import operator
@@ -24,7 +23,7 @@ import torch.distributed as dist
 
 from . import _core
 
-__all__ = ["CheckpointMismatch", "SeedOverflowError", "Shell"]
+__all__ = ["CheckpointMismatch", "PlainShell", "SeedOverflowError", "Shell"]
 
 
 class SeedOverflowError(RuntimeError, ValueError):
@@ -150,7 +149,7 @@ def agree_on_checkpoint(summary: Dict[str, Any], error: Optional[Exception], gro
 class Shell:
     """What every sampler of the package is over ``_core.PassSampler``: set_epoch, auto_epoch,
     passes decided at their first next(), len(), state_dict/load_state_dict (with the ranks'
-    agreement), the loader protocol and pickling. A subclass sets ``num_replicas``, builds its
+    agreement) and pickling. A subclass sets ``num_replicas``, builds its
     policy in ``_policy()`` (from its attributes: pickling rebuilds it so) and calls
     ``_init_shell``; hooks: ``_before_pass`` (runs as each pass starts)."""
 
@@ -231,24 +230,6 @@ class Shell:
         after load_state_dict: a resumed pass yields fewer, the rest of its epoch."""
         return int(self._core.remaining(0))
 
-    # ---- the loader protocol ---------------------------------------------------------------
-
-    def progress_mark(self) -> Tuple[int, int]:
-        """A batch's items were just handed out: the mark to report when the loop receives it.
-        From the first mark of a pass on, the checkpoint counts receipts."""
-        serial, handed = self._core.mark()
-        if not self._core.tracked:
-            self._core.receive(serial, 0)
-        return serial, handed
-
-    def progress_received(self, mark: Tuple[int, int]) -> None:
-        """The loop received the batch dispatched at `mark`."""
-        self._core.receive(*mark)
-
-    def progress_finished(self) -> None:
-        """The loop received the pass's last batch."""
-        self._core.receive_all(self._core.serial)
-
     # ---- checkpoints -------------------------------------------------------------------------
 
     def state_dict(self) -> Dict[str, Any]:
@@ -294,3 +275,70 @@ class Shell:
         cursor = state.pop("_cursor")
         self.__dict__.update(state)
         self._core = _core.PassSampler(self._policy(), cursor)
+
+
+class PlainShell(Shell):
+    """A sampler over the drop-in's order (``_core.plain_policy``: the drop-in, the evaluation
+    sampler, the iterable adapter): PyTorch's arguments, checked in PyTorch's order, and a pass
+    checks that ``len(dataset)`` is still the size the sampler was built for."""
+
+    _kind: str  # plain_policy's
+    _cpp_attributes = ("_core", "_plain")
+
+    def _init_plain(self, dataset: Any, num_replicas: Optional[int], rank: Optional[int],
+                    seed: int, shuffle: bool, drop_last: bool, order: str, randperm: str,
+                    feistel_version: int, auto_epoch: bool, check_agreement: bool,
+                    process_group: Any, **extra: Any) -> None:
+        num_replicas, rank = resolve_world(num_replicas, rank)  # PyTorch's checks and messages
+        self.dataset = dataset
+        self._options = dict(size=len(dataset), world_size=num_replicas, rank=rank, seed=seed,
+                             shuffle=bool(shuffle), drop_last=bool(drop_last), order=order,
+                             randperm=randperm_variant(randperm),
+                             feistel_version=feistel_version, **extra)
+        self._init_shell(auto_epoch, check_agreement, process_group)
+
+    # PyTorch's attributes, read-only: the configuration lives in C++ (torch declares them as
+    # writable attributes, hence the ignores). The same for the three samplers.
+    @property
+    def num_replicas(self) -> int:  # type: ignore[override]
+        return int(self._options["world_size"])
+
+    @property
+    def rank(self) -> int:  # type: ignore[override]
+        return int(self._options["rank"])
+
+    @property
+    def shuffle(self) -> bool:  # type: ignore[override]
+        return bool(self._options["shuffle"])
+
+    @property
+    def seed(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.seed)
+
+    @property
+    def drop_last(self) -> bool:  # type: ignore[override]
+        return bool(self._options["drop_last"])
+
+    @property
+    def num_samples(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.num_samples)
+
+    @property
+    def total_size(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.total_size)
+
+    @property
+    def order(self) -> str:
+        return str(self._options["order"])
+
+    @property
+    def feistel_version(self) -> int:
+        """1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint)."""
+        return int(self._plain.config["feistel_version"])
+
+    def _policy(self) -> Any:
+        self._plain = _core.plain_policy(self._kind, **self._options)
+        return self._plain
+
+    def _before_pass(self) -> None:
+        self._check_size(len(self.dataset), self._options["size"])

@@ -27,7 +27,8 @@ import torch.utils.data.distributed
 from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from ._passes import CheckpointMismatch, Shell, check_uint64, randperm_variant, resolve_world
+from ._passes import (CheckpointMismatch, PlainShell, Shell, check_uint64, randperm_variant,
+                      resolve_world)
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
@@ -70,7 +71,7 @@ class _OrderCut(_Policy, _TorchDistributedSampler):
 
 # ---- Duplicate-free evaluation ------------------------------------------------------------------
 
-class DistributedEvalSampler(_Policy, _TorchDistributedSampler):
+class DistributedEvalSampler(PlainShell, _TorchDistributedSampler):
     """Every sample of the dataset exactly once across ranks (PyTorch's DistributedSampler pads
     by repeating samples, so a metric summed over ranks counts some twice).
 
@@ -93,27 +94,15 @@ class DistributedEvalSampler(_Policy, _TorchDistributedSampler):
                  padded: bool = False, with_mask: bool = False, order: str = "torch",
                  auto_epoch: bool = False, randperm: str = "auto", check_agreement: bool = True,
                  process_group: Any = None, feistel_version: int = 2) -> None:
-        self._init_world(num_replicas, rank)
-        self.dataset, self.drop_last = dataset, False
-        self.shuffle, self.padded = bool(shuffle), bool(padded)
-        self._options = dict(size=len(dataset), world_size=self.num_replicas, rank=self.rank,
-                             seed=seed, shuffle=self.shuffle, drop_last=False, order=order,
-                             randperm=randperm_variant(randperm), uneven=not self.padded,
-                             feistel_version=feistel_version, with_mask=bool(with_mask))
-        self._init_shell(auto_epoch, check_agreement, process_group)
-        self.seed = self._plain.sampler.seed
+        self.padded = bool(padded)
+        self._init_plain(dataset, num_replicas, rank, seed, shuffle, False, order, randperm,
+                         feistel_version, auto_epoch, check_agreement, process_group,
+                         uneven=not self.padded, with_mask=bool(with_mask))
         # The same for every epoch and order: counted on the unshuffled order (O(1)).
         unshuffled = _core.plain_policy("eval", **{**self._options, "shuffle": False})
         self.num_real = unshuffled.sampler.epoch(0, 0).num_real
 
-    _cpp_attributes = ("_core", "_plain")
-
-    def _policy(self) -> Any:
-        self._plain = _core.plain_policy("eval", **self._options)
-        return self._plain
-
-    num_samples = property(lambda self: self._plain.sampler.num_samples)
-    total_size = property(lambda self: self._plain.sampler.total_size)
+    _kind = "eval"
 
     @property
     def with_mask(self) -> bool:
@@ -133,8 +122,6 @@ class DistributedEvalSampler(_Policy, _TorchDistributedSampler):
         mask[: self.num_real] = True
         return mask
 
-    def _before_pass(self) -> None:
-        self._check_size(len(self.dataset), self._options["size"])
 
 
 class MaskedDataset(Dataset):
