@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -153,19 +154,22 @@ void bind_policy(py::module_& m) {
       .value("pair", ItemShape::kPair)
       .value("batch", ItemShape::kBatch);
 
+  const auto per_rank = [](const py::list& gathered) {
+    std::vector<DictValue> out;
+    for (py::handle theirs : gathered) out.push_back(to_dict_value(theirs));
+    return out;
+  };
   m.def(
-      "worker_state_dict",
-      [](uint64_t epoch, uint64_t start, uint64_t yielded, py::handle where) {
-        return from_dict_value(worker_state_dict({epoch, start, yielded}, to_dict_value(where)));
+      "describe_collectives",
+      [per_rank](const py::list& gathered, const std::string& call) {
+        return describe_collectives(per_rank(gathered), call);
       },
-      py::arg("epoch"), py::arg("start"), py::arg("yielded"), py::arg("where"));
+      py::arg("gathered"), py::arg("call"),
+      "'' when every rank's gathered dict is in collective `call`, else the message");
   m.def(
-      "parse_worker_state",
-      [](py::handle state, py::handle where) {
-        const WorkerPosition p = parse_worker_state(to_dict_value(state), to_dict_value(where));
-        return py::make_tuple(p.epoch, p.start, p.yielded);
-      },
-      py::arg("state"), py::arg("where"), "(epoch, start, yielded); ValueError naming the entry");
+      "describe_checkpoints",
+      [per_rank](const py::list& gathered) { return describe_checkpoints(per_rank(gathered)); },
+      py::arg("gathered"), "'' when every rank loaded the same checkpoint, else the message");
   py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy", "A sampling policy (policy.h)")
       .def_property_readonly("kind", &Policy::kind)
       .def_property_readonly("config", [](const Policy& p) { return from_dict_value(p.config()); })
@@ -179,6 +183,36 @@ void bind_policy(py::module_& m) {
       .def_property_readonly("sampler", &PlainPolicy::sampler, py::return_value_policy::copy)
       .def("set_source", &PlainPolicy::set_source, py::arg("source"),
            "Read views from a PrefetchingSampler of the same options");
+
+  py::class_<WorkerShare>(m, "WorkerShare",
+                          "One DataLoader worker's part of the iterable adapter's pass (policy.h)")
+      .def(py::init([](DistributedSampler sampler, uint64_t batch_size, uint64_t worker,
+                       uint64_t workers, uint64_t epoch, uint64_t start) {
+             return WorkerShare(std::move(sampler), batch_size, worker, workers,
+                                WorkerPosition{epoch, start, 0});
+           }),
+           py::arg("sampler"), py::arg("batch_size"), py::arg("worker"), py::arg("workers"),
+           py::arg("epoch"), py::arg("start"))
+      .def_property_readonly("yielded", [](const WorkerShare& s) { return s.position().yielded; })
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__",
+           [](WorkerShare& s) {
+             const std::optional<uint64_t> index = s.next();
+             if (!index) throw py::stop_iteration();
+             return *index;
+           })
+      .def(
+          "state_dict",
+          [](const WorkerShare& s, py::handle where) {
+            return from_dict_value(worker_state_dict(s.position(), to_dict_value(where)));
+          },
+          py::arg("where"), "state_dict.h's worker state; `where` what a loading worker matches")
+      .def(
+          "load_state_dict",
+          [](WorkerShare& s, py::handle state, py::handle where) {
+            s.seek(parse_worker_state(to_dict_value(state), to_dict_value(where)));
+          },
+          py::arg("state"), py::arg("where"), "ValueError naming the entry, changing nothing");
 
   py::class_<PassChunks>(m, "PassChunks", "One pass's items, chunk by chunk")
       .def_property_readonly("epoch", [](const PassChunks& c) { return c.started().epoch; })

@@ -68,12 +68,10 @@ def resolve_world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int
 def randperm_variant(randperm: str) -> "_core.RandpermVariant":
     """Which torch.randperm the torch order reproduces; 'auto' is the installed torch's (2.6 is
     the first to carry upstream PR 143875, which changes it for n >= 214,748,364)."""
-    randperm = _core.parse_randperm_variant(randperm, also=["auto"])
-    if randperm == "auto":
-        import torch
-        major, minor = (int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
-        randperm = "classic" if (major, minor) < (2, 6) else "current"
-    return getattr(_core.RandpermVariant, randperm)
+    if _core.parse_randperm_variant(randperm, also=["auto"]) != "auto":
+        return getattr(_core.RandpermVariant, randperm)
+    import torch
+    return _core.randperm_variant_of_torch(torch.__version__)
 
 
 def import_numpy(needed_by: str) -> Any:
@@ -89,21 +87,6 @@ def import_numpy(needed_by: str) -> Any:
 
 # ---- Collectives: what every rank must agree on ----------------------------------------------
 
-def describe_by_rank(per_rank: List[Dict[str, Any]]) -> str:
-    """'' when every rank's dict is the same, else one clause per differing key:
-    ``epoch = 3 on ranks 0, 2; 4 on rank 1``."""
-    clauses = []
-    for key in sorted({key for values in per_rank for key in values}):
-        groups: Dict[str, List[int]] = {}
-        for rank, values in enumerate(per_rank):
-            groups.setdefault(repr(values.get(key)), []).append(rank)
-        if len(groups) > 1:
-            parts = [f"{value} on rank{'s' if len(ranks) > 1 else ''} "
-                     f"{', '.join(map(str, ranks))}" for value, ranks in groups.items()]
-            clauses.append(f"{key} = " + "; ".join(parts))
-    return "; ".join(clauses)
-
-
 def spans_group(num_replicas: int, enabled: bool, group: Any) -> bool:
     """Whether a collective over `group` reaches exactly the sampler's ranks (one built for
     fewer replicas may be used by some ranks only, and a collective would wait forever)."""
@@ -117,12 +100,9 @@ def gather_in_step(call: str, payload: Any, group: Any, mismatch: type) -> List[
     `mismatch` naming the calls and ranks, rather than read the other collective's payload."""
     gathered: List[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, {"distsampler_call": call, "payload": payload}, group=group)
-    calls = [theirs.get("distsampler_call") if isinstance(theirs, dict) else None
-             for theirs in gathered]
-    if any(theirs != call for theirs in calls):
-        where = describe_by_rank([{"call": theirs or "another collective"} for theirs in calls])
-        raise mismatch(f"the ranks are in different collectives ({where}): every rank must call "
-                       f"{call} (and start its passes) in the same order")
+    message = _core.describe_collectives(gathered, call)  # state_dict.h's
+    if message:
+        raise mismatch(message)
     return [theirs["payload"] for theirs in gathered]
 
 
@@ -131,17 +111,10 @@ def agree_on_checkpoint(summary: Dict[str, Any], error: Optional[Exception], gro
     checkpoint it loads, or its error, and every rank raises CheckpointMismatch when they differ
     or any rank failed, naming the ranks."""
     mine = {"error": None if error is None else f"{type(error).__name__}: {error}", **summary}
-    gathered = gather_in_step("load_state_dict", mine, group, CheckpointMismatch)
-    failed = [(rank, theirs["error"]) for rank, theirs in enumerate(gathered) if theirs["error"]]
-    if failed:
-        raise CheckpointMismatch("the checkpoint could not be loaded on every rank, refusing to "
-                                 "resume: " + "; ".join(f"rank {rank}: {message}"
-                                                        for rank, message in failed))
-    message = describe_by_rank([{k: v for k, v in theirs.items() if k != "error"}
-                                for theirs in gathered])
+    message = _core.describe_checkpoints(
+        gather_in_step("load_state_dict", mine, group, CheckpointMismatch))
     if message:
-        raise CheckpointMismatch("the ranks loaded different checkpoints, refusing to resume: "
-                                 + message)
+        raise CheckpointMismatch(message)
 
 
 # ---- The shell ----------------------------------------------------------------------------------
@@ -154,6 +127,7 @@ class Shell:
     ``_init_shell``; hooks: ``_before_pass`` (runs as each pass starts)."""
 
     _core: Any  # _core.PassSampler
+    _built_size: int  # len(dataset) when built, for a sampler with a dataset
     num_replicas: int
     # Raised instead of the core's IndexError when a pass cannot start because seed + epoch
     # leaves the seed's range (the samplers that reproduce PyTorch's error); None: IndexError.
@@ -167,14 +141,14 @@ class Shell:
         raise NotImplementedError
 
     def _before_pass(self) -> None:
-        """Runs at the start of every pass, before the epoch is decided."""
-
-    def _check_size(self, size: int, built: int) -> None:
-        if size != built:
+        """Runs at the start of every pass, before the epoch is decided: a sampler with a
+        ``dataset`` checks that it still has the ``_built_size`` the sampler was built for."""
+        dataset = getattr(self, "dataset", None)
+        if dataset is not None and len(dataset) != self._built_size:
             raise ValueError(
-                f"len(dataset) = {size} but this {type(self).__name__} was built for {built} "
-                "samples: the dataset changed size after the sampler was built; build a new "
-                "sampler for the new dataset")
+                f"len(dataset) = {len(dataset)} but this {type(self).__name__} was built for "
+                f"{self._built_size} samples: the dataset changed size after the sampler was "
+                "built; build a new sampler for the new dataset")
 
     @staticmethod
     def _checked_epoch(epoch: int) -> int:
@@ -279,8 +253,8 @@ class Shell:
 
 class PlainShell(Shell):
     """A sampler over the drop-in's order (``_core.plain_policy``: the drop-in, the evaluation
-    sampler, the iterable adapter): PyTorch's arguments, checked in PyTorch's order, and a pass
-    checks that ``len(dataset)`` is still the size the sampler was built for."""
+    sampler, the iterable adapter): PyTorch's arguments, checked in PyTorch's order, and
+    PyTorch's attributes."""
 
     _kind: str  # plain_policy's
     _cpp_attributes = ("_core", "_plain")
@@ -290,8 +264,8 @@ class PlainShell(Shell):
                     feistel_version: int, auto_epoch: bool, check_agreement: bool,
                     process_group: Any, **extra: Any) -> None:
         num_replicas, rank = resolve_world(num_replicas, rank)  # PyTorch's checks and messages
-        self.dataset = dataset
-        self._options = dict(size=len(dataset), world_size=num_replicas, rank=rank, seed=seed,
+        self.dataset, self._built_size = dataset, len(dataset)
+        self._options = dict(size=self._built_size, world_size=num_replicas, rank=rank, seed=seed,
                              shuffle=bool(shuffle), drop_last=bool(drop_last), order=order,
                              randperm=randperm_variant(randperm),
                              feistel_version=feistel_version, **extra)
@@ -339,6 +313,3 @@ class PlainShell(Shell):
     def _policy(self) -> Any:
         self._plain = _core.plain_policy(self._kind, **self._options)
         return self._plain
-
-    def _before_pass(self) -> None:
-        self._check_size(len(self.dataset), self._options["size"])

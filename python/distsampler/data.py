@@ -130,42 +130,27 @@ class _WorkerShare:
     ``num_workers``; distsampler.data.DataLoader resumes on any world size)."""
 
     def __init__(self, adapter: DistributedIterableDataset, epoch: int, start: int, worker: int,
-                 workers: int, own) -> None:
-        self._adapter, self._worker, self._workers, self._own = adapter, worker, workers, own
-        self._seek(epoch, start, 0)
+                 workers: int, own: Optional[int]) -> None:
+        self._adapter, self._own = adapter, own
+        self._share = _core.WorkerShare(adapter._plain.sampler, adapter.batch_size, worker,
+                                        workers, epoch, start)  # policy.h's
+        self._where = {"num_replicas": adapter.num_replicas, "rank": adapter.rank,
+                       "worker": worker, "num_workers": workers, "config": adapter._plain.config}
 
-    def _seek(self, epoch: int, start: int, yielded: int) -> None:
-        adapter = self._adapter
-        self._view = adapter._plain.sampler.epoch(epoch, start)
-        self._epoch, self._start, self._yielded = epoch, start, yielded
-        self._total = len(self._view)
-
-    def __iter__(self):
+    def __iter__(self) -> "_WorkerShare":
         return self
 
-    def __next__(self):
-        size = self._adapter.batch_size
-        batch, within = divmod(self._yielded, size)
-        position = (batch * self._workers + self._worker) * size + within
-        if position >= self._total:
-            raise StopIteration
-        self._yielded += 1
+    def __next__(self) -> Any:
+        index = next(self._share)  # StopIteration at the end of this worker's share
         if self._own is not None:
-            self._adapter._core.receive(self._own, self._yielded)
-        return self._adapter.dataset[self._view[position]]
-
-    def _where(self) -> Dict[str, Any]:
-        adapter = self._adapter
-        return {"num_replicas": adapter.num_replicas, "rank": adapter.rank,
-                "worker": self._worker, "num_workers": self._workers,
-                "config": adapter._plain.config}
+            self._adapter._core.receive(self._own, self._share.yielded)
+        return self._adapter.dataset[index]
 
     def state_dict(self) -> Dict[str, Any]:
-        state: Dict[str, Any] = _core.worker_state_dict(self._epoch, self._start, self._yielded,
-                                                        self._where())
+        state: Dict[str, Any] = self._share.state_dict(self._where)
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues where a worker of the same rank, world size and num_workers stood; raises
         ValueError naming the field otherwise, changing nothing (state_dict.h's format)."""
-        self._seek(*_core.parse_worker_state(state, self._where()))
+        self._share.load_state_dict(state, self._where)

@@ -143,7 +143,7 @@ class DistributedSampler(PlainShell, torch.utils.data.distributed.DistributedSam
         return Shell.__len__(self)
 
     def _before_pass(self) -> None:
-        PlainShell._before_pass(self)
+        Shell._before_pass(self)  # the dataset's size
         # Only a sampler that spans the group checks by itself: one built for fewer replicas
         # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
         # collective would wait forever. check_configuration() checks any layout explicitly.
