@@ -40,7 +40,7 @@ std::vector<uint64_t> sampler_output(const py::object& sampler, uint64_t epoch) 
 
 // A sequence of non-negative integers (shard sizes, lengths) as a uint64 array: numpy would wrap
 // a negative value silently, so a ValueError names `name` and the first bad element.
-py::object uint_array(const std::string& name, const py::handle& values) {
+py::array_t<uint64_t> uint_array(const std::string& name, const py::handle& values) {
   const py::module_ np = py::module_::import("numpy");
   const py::array array = np.attr("asarray")(values);
   if (array.ndim() != 1) {
@@ -62,7 +62,8 @@ py::object uint_array(const std::string& name, const py::handle& values) {
       }
     }
   }
-  return np.attr("ascontiguousarray")(array, py::arg("dtype") = np.attr("uint64"));
+  return py::reinterpret_borrow<py::array_t<uint64_t>>(
+      np.attr("ascontiguousarray")(array, py::arg("dtype") = np.attr("uint64")));
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -154,6 +156,31 @@ void bind_policy(py::module_& m) {
       .value("pair", ItemShape::kPair)
       .value("batch", ItemShape::kBatch);
 
+  m.def(
+      "check_count",
+      [](const std::string& name, const py::handle& value, uint64_t minimum) -> py::int_ {
+        // A bool is not a count here (PyTorch's samplers refuse it); a float is
+        // operator.index's TypeError.
+        const std::string type = py::str(py::type::handle_of(value).attr("__name__"));
+        if (PyBool_Check(value.ptr()) || type == "bool_") {
+          throw std::invalid_argument(name + " = " + std::string(py::repr(value)) +
+                                      " is a bool; allowed: an integer >= " +
+                                      std::to_string(minimum));
+        }
+        const auto index = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+        if (!index) throw py::error_already_set();
+        const bool below = PyObject_RichCompareBool(index.ptr(), py::int_(minimum).ptr(), Py_LT);
+        const bool above =
+            PyObject_RichCompareBool(index.ptr(), py::int_(UINT64_MAX).ptr(), Py_GT);
+        if (below || above) {
+          throw std::invalid_argument(name + " = " + std::string(py::str(index)) +
+                                      " is out of range; allowed: " + std::to_string(minimum) +
+                                      " <= " + name + " <= 2^64 - 1");
+        }
+        return index;
+      },
+      py::arg("name"), py::arg("value"), py::arg("minimum") = 0,
+      "value as a count (a uint64 of the core) >= minimum, else ValueError naming `name`");
   const auto per_rank = [](const py::list& gathered) {
     std::vector<DictValue> out;
     for (py::handle theirs : gathered) out.push_back(to_dict_value(theirs));

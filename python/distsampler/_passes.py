@@ -37,17 +37,10 @@ class CheckpointMismatch(ValueError):
     load its checkpoint)."""
 
 
-def check_uint64(name: str, value: Any, minimum: int = 0) -> int:
-    """A Python integer as the core's uint64 fields take it, a ValueError naming `name` otherwise:
-    a bool is not an integer here (PyTorch's samplers refuse it), a float is operator.index's
-    TypeError."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise ValueError(f"{name} = {value!r} is a bool; allowed: an integer >= {minimum}")
-    value = operator.index(value)
-    if not minimum <= value < 2**64:
-        raise ValueError(f"{name} = {value} is out of range; allowed: {minimum} <= {name} "
-                         "<= 2^64 - 1")
-    return value
+# A Python integer as the core's uint64 fields take it, a ValueError naming the parameter
+# otherwise: a bool is not an integer here (PyTorch's samplers refuse it), a float is
+# operator.index's TypeError.
+check_uint64 = _core.check_count
 
 
 def resolve_world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
