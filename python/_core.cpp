@@ -43,6 +43,7 @@ PYBIND11_MODULE(_core, m) {
   bind_state(m);     // state.h
   bind_pass(m);      // pass.h
   bind_policy(m);    // policy.h, state_dict.h
+  bind_receipts(m);  // receipts.h
   bind_policies(m);  // policies/*.h
   bind_indexed(m);   // loader/indexed.h
   bind_tokens(m);    // tokens/plan.h, loader/tokens.h

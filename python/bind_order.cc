@@ -95,6 +95,8 @@ void bind_variants(py::module_& m) {
       py::arg("also") = std::vector<std::string>{},
       "randperm if it names a variant (RANDPERM_VARIANTS) or is one of `also` (names the caller "
       "resolves,\nlisted first among the allowed ones, e.g. 'auto'), else ValueError");
+  m.def("randperm_variant_of_torch", &randperm_variant_of_torch, py::arg("torch_version"),
+        "The variant torch.randperm of that PyTorch release uses (torch.__version__)");
   m.def(
       "parse_feistel_version",
       [](const py::object& version, const std::string& parameter) {

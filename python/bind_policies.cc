@@ -1,6 +1,8 @@
 // bind_policies.cc: policies/*.h in Python (shard, bucketed and sequence orders, BatchView,
 // weighted and blended sampling).
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "bindings.h"
@@ -36,9 +38,40 @@ std::vector<uint64_t> sampler_output(const py::object& sampler, uint64_t epoch) 
   return out;
 }
 
+// A sequence of non-negative integers (shard sizes, lengths) as a uint64 array: numpy would wrap
+// a negative value silently, so a ValueError names `name` and the first bad element.
+py::array_t<uint64_t> uint_array(const std::string& name, const py::handle& values) {
+  const py::module_ np = py::module_::import("numpy");
+  const py::array array = np.attr("asarray")(values);
+  if (array.ndim() != 1) {
+    throw std::invalid_argument(name + " has shape " + std::string(py::str(array.attr("shape"))) +
+                                "; allowed: a 1-D sequence of integers");
+  }
+  const char kind = array.dtype().kind();
+  if (array.size() != 0 && kind != 'i' && kind != 'u') {
+    throw std::invalid_argument(name + " has dtype " + std::string(py::str(array.dtype())) +
+                                "; allowed: integers");
+  }
+  if (kind == 'i') {
+    const Array<int64_t> signed_values(array);
+    for (py::ssize_t i = 0; i < signed_values.size(); ++i) {
+      if (signed_values.data()[i] < 0) {
+        throw std::invalid_argument(name + "[" + std::to_string(i) + "] = " +
+                                    std::to_string(signed_values.data()[i]) +
+                                    " is out of range; allowed: >= 0");
+      }
+    }
+  }
+  return py::reinterpret_borrow<py::array_t<uint64_t>>(
+      np.attr("ascontiguousarray")(array, py::arg("dtype") = np.attr("uint64")));
+}
+
 }  // namespace
 
 void bind_policies(py::module_& m) {
+  m.def("uint_array", &uint_array, py::arg("name"), py::arg("values"),
+        "values (a sequence or array of integers >= 0) as a uint64 array; ValueError naming "
+        "`name` and the first bad element");
   // Every policy of samplers.h (and policy.h's plain ones), for the package's shells.
   m.def(
       "plain_policy",

@@ -3,7 +3,10 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -78,30 +81,6 @@ namespace {
 constexpr uint64_t kFirstChunk = 256;
 constexpr uint64_t kIndexChunk = uint64_t{1} << 14;  // 128 KiB of uint64, its ints stay in cache
 constexpr uint64_t kBatchChunk = 256;
-
-// What the live pass handed out, as its chunks count it: the chunks before the current one plus
-// what was taken from the current list iterator, which knows how much of it is left.
-struct Progress {
-  uint64_t serial = 0;
-  uint64_t before = 0;
-  uint64_t size = 0;
-  py::object current;  // the current chunk's list iterator
-  uint64_t handed() const {
-    if (!current) return before;
-    const Py_ssize_t left = PyObject_LengthHint(current.ptr(), 0);
-    return before + size - static_cast<uint64_t>(left < 0 ? 0 : left);
-  }
-};
-
-// A PolicySampler with the progress of the pass Python is reading.
-struct BoundSampler {
-  PolicySampler core;
-  std::shared_ptr<Progress> live;
-  PolicySampler& synced() {
-    if (live) core.set_handed(live->serial, live->handed());
-    return core;
-  }
-};
 
 // One pass as an iterator of chunk iterators (itertools.chain.from_iterable reads it): each
 // chunk's items are computed in C++ without the GIL, then made Python objects in one list.
@@ -178,29 +157,46 @@ void bind_policy(py::module_& m) {
       .value("batch", ItemShape::kBatch);
 
   m.def(
-      "worker_state_dict",
-      [](uint64_t epoch, uint64_t start, uint64_t yielded, py::handle where) {
-        return from_dict_value(worker_state_dict({epoch, start, yielded}, to_dict_value(where)));
+      "check_count",
+      [](const std::string& name, const py::handle& value, uint64_t minimum) -> py::int_ {
+        // A bool is not a count here (PyTorch's samplers refuse it); a float is
+        // operator.index's TypeError.
+        const std::string type = py::str(py::type::handle_of(value).attr("__name__"));
+        if (PyBool_Check(value.ptr()) || type == "bool_") {
+          throw std::invalid_argument(name + " = " + std::string(py::repr(value)) +
+                                      " is a bool; allowed: an integer >= " +
+                                      std::to_string(minimum));
+        }
+        const auto index = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+        if (!index) throw py::error_already_set();
+        const bool below = PyObject_RichCompareBool(index.ptr(), py::int_(minimum).ptr(), Py_LT);
+        const bool above =
+            PyObject_RichCompareBool(index.ptr(), py::int_(UINT64_MAX).ptr(), Py_GT);
+        if (below || above) {
+          throw std::invalid_argument(name + " = " + std::string(py::str(index)) +
+                                      " is out of range; allowed: " + std::to_string(minimum) +
+                                      " <= " + name + " <= 2^64 - 1");
+        }
+        return index;
       },
-      py::arg("epoch"), py::arg("start"), py::arg("yielded"), py::arg("where"));
+      py::arg("name"), py::arg("value"), py::arg("minimum") = 0,
+      "value as a count (a uint64 of the core) >= minimum, else ValueError naming `name`");
+  const auto per_rank = [](const py::list& gathered) {
+    std::vector<DictValue> out;
+    for (py::handle theirs : gathered) out.push_back(to_dict_value(theirs));
+    return out;
+  };
   m.def(
-      "parse_worker_state",
-      [](py::handle state, py::handle where) {
-        const WorkerPosition p = parse_worker_state(to_dict_value(state), to_dict_value(where));
-        return py::make_tuple(p.epoch, p.start, p.yielded);
+      "describe_collectives",
+      [per_rank](const py::list& gathered, const std::string& call) {
+        return describe_collectives(per_rank(gathered), call);
       },
-      py::arg("state"), py::arg("where"), "(epoch, start, yielded); ValueError naming the entry");
+      py::arg("gathered"), py::arg("call"),
+      "'' when every rank's gathered dict is in collective `call`, else the message");
   m.def(
-      "loader_state_dict",
-      [](uint64_t batches) { return from_dict_value(loader_state_dict(batches)); },
-      py::arg("batches"));
-  m.def(
-      "parse_loader_state",
-      [](py::handle state, const std::string& entry) {
-        return parse_loader_state(to_dict_value(state), entry);
-      },
-      py::arg("state"), py::arg("entry"), "The state's batches; ValueError naming the entry");
-
+      "describe_checkpoints",
+      [per_rank](const py::list& gathered) { return describe_checkpoints(per_rank(gathered)); },
+      py::arg("gathered"), "'' when every rank loaded the same checkpoint, else the message");
   py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy", "A sampling policy (policy.h)")
       .def_property_readonly("kind", &Policy::kind)
       .def_property_readonly("config", [](const Policy& p) { return from_dict_value(p.config()); })
@@ -214,6 +210,36 @@ void bind_policy(py::module_& m) {
       .def_property_readonly("sampler", &PlainPolicy::sampler, py::return_value_policy::copy)
       .def("set_source", &PlainPolicy::set_source, py::arg("source"),
            "Read views from a PrefetchingSampler of the same options");
+
+  py::class_<WorkerShare>(m, "WorkerShare",
+                          "One DataLoader worker's part of the iterable adapter's pass (policy.h)")
+      .def(py::init([](DistributedSampler sampler, uint64_t batch_size, uint64_t worker,
+                       uint64_t workers, uint64_t epoch, uint64_t start) {
+             return WorkerShare(std::move(sampler), batch_size, worker, workers,
+                                WorkerPosition{epoch, start, 0});
+           }),
+           py::arg("sampler"), py::arg("batch_size"), py::arg("worker"), py::arg("workers"),
+           py::arg("epoch"), py::arg("start"))
+      .def_property_readonly("yielded", [](const WorkerShare& s) { return s.position().yielded; })
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__",
+           [](WorkerShare& s) {
+             const std::optional<uint64_t> index = s.next();
+             if (!index) throw py::stop_iteration();
+             return *index;
+           })
+      .def(
+          "state_dict",
+          [](const WorkerShare& s, py::handle where) {
+            return from_dict_value(worker_state_dict(s.position(), to_dict_value(where)));
+          },
+          py::arg("where"), "state_dict.h's worker state; `where` what a loading worker matches")
+      .def(
+          "load_state_dict",
+          [](WorkerShare& s, py::handle state, py::handle where) {
+            s.seek(parse_worker_state(to_dict_value(state), to_dict_value(where)));
+          },
+          py::arg("state"), py::arg("where"), "ValueError naming the entry, changing nothing");
 
   py::class_<PassChunks>(m, "PassChunks", "One pass's items, chunk by chunk")
       .def_property_readonly("epoch", [](const PassChunks& c) { return c.started().epoch; })
@@ -245,14 +271,6 @@ void bind_policy(py::module_& m) {
       .def_property_readonly("resume_at",
                              [](const BoundSampler& b) { return b.core.cursor().resume_at(); })
       .def_property_readonly("serial", [](const BoundSampler& b) { return b.core.serial(); })
-      .def_property_readonly("tracked", [](const BoundSampler& b) { return b.core.tracked(); })
-      .def_property_readonly(
-          "live_total",
-          [](const BoundSampler& b) -> py::object {
-            const auto& live = b.core.cursor().live();
-            if (live) return py::int_(live->total);
-            return py::none();
-          })
       .def("remaining", [](const BoundSampler& b, uint64_t start) {
         return b.core.policy().remaining(start);
       }, py::arg("start"))
@@ -281,18 +299,10 @@ void bind_policy(py::module_& m) {
           py::arg("who"),
           "Starts the next pass (its epoch and start decided now): (its chunks, the notice to "
           "give as a\nwarning from the sampler `who`, or None)")
-      .def(
-          "mark",
-          [](BoundSampler& b) {
-            return py::make_tuple(b.core.serial(), b.live ? b.live->handed() : 0);
-          },
-          "(pass, items handed out): what a loader snapshots when it dispatches a batch")
       .def("receive", [](BoundSampler& b, uint64_t serial, uint64_t count) {
         b.core.receive(serial, count);
       }, py::arg("serial"), py::arg("count"),
            "The loop received pass `serial`'s first `count` items (a loader's report)")
-      .def("receive_all", [](BoundSampler& b, uint64_t serial) { b.core.receive_all(serial); },
-           py::arg("serial"))
       .def("position", [](BoundSampler& b) {
         const Position p = b.synced().position();
         return py::make_tuple(p.epoch, p.consumed);

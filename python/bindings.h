@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "distsampler/order.h"
+#include "distsampler/policy.h"
 #include "distsampler/seed.h"
 #include "distsampler/state_dict.h"
 
@@ -68,6 +69,32 @@ py::object from_dict_value(const DictValue& value);
 std::string order_argument(const py::handle& order);
 int feistel_version_argument(const py::handle& version);
 
+// The pass sampler Python holds (_core.PassSampler, bind_policy.cc); a loader's tracker reports
+// to it (bind_receipts.cc).
+// What the live pass handed out, as its chunks count it: the chunks before the current one plus
+// what was taken from the current list iterator, which knows how much of it is left.
+struct Progress {
+  uint64_t serial = 0;
+  uint64_t before = 0;
+  uint64_t size = 0;
+  py::object current;  // the current chunk's list iterator
+  uint64_t handed() const {
+    if (!current) return before;
+    const Py_ssize_t left = PyObject_LengthHint(current.ptr(), 0);
+    return before + size - static_cast<uint64_t>(left < 0 ? 0 : left);
+  }
+};
+
+// A PolicySampler with the progress of the pass Python is reading.
+struct BoundSampler {
+  PolicySampler core;
+  std::shared_ptr<Progress> live;
+  PolicySampler& synced() {
+    if (live) core.set_handed(live->serial, live->handed());
+    return core;
+  }
+};
+
 void bind_sampler(py::module_& m);   // sampler.h, partition.h
 void bind_node(py::module_& m);      // node/node_order.h
 void bind_launch(py::module_& m);    // launch/env.h
@@ -79,6 +106,7 @@ void bind_pass(py::module_& m);      // pass.h
 void bind_policy(py::module_& m);    // policy.h, state_dict.h
 void bind_indexed(py::module_& m);   // loader/indexed.h
 void bind_tokens(py::module_& m);    // tokens/plan.h, loader/tokens.h
+void bind_receipts(py::module_& m);  // receipts.h
 
 }  // namespace python
 }  // namespace distsampler

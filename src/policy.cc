@@ -136,6 +136,40 @@ Position PlainPolicy::parse_state(const DictValue& state, std::string* summary) 
   return Position{s.epoch, s.consumed};
 }
 
+// ---- WorkerShare --------------------------------------------------------------------------------
+
+WorkerShare::WorkerShare(DistributedSampler sampler, uint64_t batch_size, uint64_t worker,
+                         uint64_t workers, const WorkerPosition& at)
+    : sampler_(std::move(sampler)),
+      batch_size_(batch_size),
+      worker_(worker),
+      workers_(workers),
+      at_(at),
+      view_(sampler_.epoch(at.epoch, at.start)) {
+  if (batch_size == 0 || workers == 0 || worker >= workers) {
+    throw std::invalid_argument("WorkerShare: batch_size = " + std::to_string(batch_size) +
+                                ", worker = " + std::to_string(worker) + ", workers = " +
+                                std::to_string(workers) +
+                                "; allowed: batch_size >= 1, worker < workers");
+  }
+}
+
+void WorkerShare::seek(const WorkerPosition& at) {
+  view_ = sampler_.epoch(at.epoch, at.start);  // may throw: nothing changed yet
+  at_ = at;
+}
+
+std::optional<uint64_t> WorkerShare::next() {
+  const uint64_t batch = at_.yielded / batch_size_;
+  const uint64_t within = at_.yielded % batch_size_;
+  // Past the view (and past 2^64, which no view reaches) the share has ended.
+  const unsigned __int128 position =
+      (static_cast<unsigned __int128>(batch) * workers_ + worker_) * batch_size_ + within;
+  if (position >= view_.size()) return std::nullopt;
+  ++at_.yielded;
+  return view_[static_cast<uint64_t>(position)];
+}
+
 // ---- PolicySampler ------------------------------------------------------------------------------
 
 PolicySampler::PolicySampler(std::shared_ptr<Policy> policy, bool auto_epoch)

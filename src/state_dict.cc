@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -638,6 +639,77 @@ uint64_t parse_loader_state(const DictValue& state, std::string_view entry) {
     fail("state has no 'sampler' entry: it was saved by a DataLoader whose sampler has no state");
   }
   return out;
+}
+
+// ---- What the ranks gathered -----------------------------------------------------------------
+
+std::string describe_by_rank(const std::vector<DictValue>& per_rank) {
+  std::set<std::string> keys;
+  for (const DictValue& values : per_rank) {
+    for (const auto& entry : values.entries) keys.insert(entry.first);
+  }
+  std::string out;
+  for (const std::string& key : keys) {
+    std::vector<std::pair<std::string, std::vector<size_t>>> groups;  // first seen first
+    for (size_t rank = 0; rank < per_rank.size(); ++rank) {
+      const DictValue* value = per_rank[rank].find(key);
+      const std::string text = value != nullptr ? python_repr(*value) : "None";
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [&](const auto& g) { return g.first == text; });
+      if (group == groups.end()) group = groups.insert(groups.end(), {text, {}});
+      group->second.push_back(rank);
+    }
+    if (groups.size() < 2) continue;
+    out += (out.empty() ? "" : "; ") + key + " = ";
+    for (size_t g = 0; g < groups.size(); ++g) {
+      out += (g ? "; " : "") + groups[g].first + " on rank" +
+             (groups[g].second.size() > 1 ? "s " : " ");
+      for (size_t i = 0; i < groups[g].second.size(); ++i) {
+        out += (i ? ", " : "") + std::to_string(groups[g].second[i]);
+      }
+    }
+  }
+  return out;
+}
+
+std::string describe_collectives(const std::vector<DictValue>& gathered, std::string_view call) {
+  std::vector<DictValue> calls;
+  bool differ = false;
+  for (const DictValue& theirs : gathered) {
+    const DictValue* their_call = theirs.find("distsampler_call");
+    const bool named = their_call != nullptr && their_call->type == DictValue::Type::kString &&
+                       !their_call->text.empty();
+    differ = differ || !named || their_call->text != call;
+    calls.push_back(DictValue::dict().set(
+        "call", DictValue::string(named ? their_call->text : "another collective")));
+  }
+  if (!differ) return "";
+  return "the ranks are in different collectives (" + describe_by_rank(calls) +
+         "): every rank must call " + std::string(call) + " (and start its passes) in the same "
+         "order";
+}
+
+std::string describe_checkpoints(const std::vector<DictValue>& per_rank) {
+  std::string failed;
+  std::vector<DictValue> loaded;
+  for (size_t rank = 0; rank < per_rank.size(); ++rank) {
+    const DictValue* error = per_rank[rank].find("error");
+    if (error != nullptr && error->type == DictValue::Type::kString && !error->text.empty()) {
+      failed += (failed.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) +
+                ": " + error->text;
+    }
+    DictValue fields = DictValue::dict();
+    for (const auto& [key, value] : per_rank[rank].entries) {
+      if (key != "error") fields.set(key, value);
+    }
+    loaded.push_back(std::move(fields));
+  }
+  if (!failed.empty()) {
+    return "the checkpoint could not be loaded on every rank, refusing to resume: " + failed;
+  }
+  const std::string differ = describe_by_rank(loaded);
+  return differ.empty() ? "" : "the ranks loaded different checkpoints, refusing to resume: " +
+                                   differ;
 }
 
 }  // namespace distsampler

@@ -17,7 +17,11 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 #include <cstring>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 
 #include "distsampler/feistel.h"  // detail::simd_level_supported
 #include "feistel_internal.h"     // DISTSAMPLER_X86_KERNELS
@@ -290,6 +294,20 @@ std::string_view to_string(RandpermVariant variant) {
 
 RandpermVariant parse_randperm_variant(std::string_view text, std::string_view parameter) {
   return detail::parse_variant(kRandpermVariants, text, parameter, kRandpermNoun).value;
+}
+
+RandpermVariant randperm_variant_of_torch(std::string_view torch_version) {
+  uint64_t major = 0;
+  uint64_t minor = 0;
+  const char* end = torch_version.data() + torch_version.size();
+  const auto first = std::from_chars(torch_version.data(), end, major);
+  const bool dot = first.ec == std::errc() && first.ptr != end && *first.ptr == '.';
+  if (!dot || std::from_chars(first.ptr + 1, end, minor).ec != std::errc()) {
+    throw std::invalid_argument("torch version = '" + std::string(torch_version) +
+                                "'; allowed: MAJOR.MINOR[.PATCH][+LOCAL]");
+  }
+  return major < 2 || (major == 2 && minor < 6) ? RandpermVariant::kClassic
+                                                : RandpermVariant::kCurrent;
 }
 
 void check_randperm_variant(RandpermVariant variant, std::string_view parameter) {

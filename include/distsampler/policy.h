@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,31 @@ class PlainPolicy : public Policy {
   DistributedSampler sampler_;
   bool with_mask_;
   std::shared_ptr<PrefetchingSampler> source_;
+};
+
+// What one DataLoader worker of K reads of the iterable adapter's pass (distsampler.data): of the
+// rank's view of (epoch, start), batches w, w + K, w + 2K, ... of `batch_size` items, so that
+// torch's round-robin over the workers hands the loop the view's batches in order. Its position
+// is state_dict.h's WorkerPosition (what torchdata keeps per worker).
+class WorkerShare {
+ public:
+  // Throws std::invalid_argument when batch_size or workers is 0 or worker >= workers.
+  WorkerShare(DistributedSampler sampler, uint64_t batch_size, uint64_t worker, uint64_t workers,
+              const WorkerPosition& at);
+  const WorkerPosition& position() const { return at_; }
+  // Continues from `at` (another worker's state of the same split).
+  void seek(const WorkerPosition& at);
+  // The dataset index of the next item of this worker's share, and it counted as yielded; none
+  // at the share's end.
+  std::optional<uint64_t> next();
+
+ private:
+  DistributedSampler sampler_;
+  uint64_t batch_size_;
+  uint64_t worker_;
+  uint64_t workers_;
+  WorkerPosition at_;
+  RankView view_;
 };
 
 // The one pass sampler: pass.h's PassCursor over a Policy, the live pass's progress and the

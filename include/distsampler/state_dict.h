@@ -115,6 +115,19 @@ inline constexpr uint64_t kLoaderStateVersion = 1;
 DictValue loader_state_dict(uint64_t batches);
 uint64_t parse_loader_state(const DictValue& state, std::string_view entry);
 
+// ---- What the ranks gathered in the package's collectives (load_state_dict's agreement) -------
+//
+// One clause per key whose values differ across the ranks' dicts, keys sorted, values as Python's
+// repr (a missing key is None): "epoch = 3 on ranks 0, 2; 4 on rank 1"; "" when all agree.
+std::string describe_by_rank(const std::vector<DictValue>& per_rank);
+// What each rank sent to a collective ({"distsampler_call": its call, "payload": ...}): "" when
+// every rank is in `call`, else the one-line message naming the ranks in another collective.
+std::string describe_collectives(const std::vector<DictValue>& gathered, std::string_view call);
+// The checkpoints the ranks loaded ({"error": None or its text, "epoch", "consumed",
+// "configuration"}): "" when every rank loaded the same one, else the one-line message naming the
+// ranks that failed, or the fields that differ and their ranks.
+std::string describe_checkpoints(const std::vector<DictValue>& per_rank);
+
 // The Python type and value of a fingerprint field: an int, a bool or a str.
 DictValue field_dict_value(const FingerprintField& row, const Fingerprint& f);
 

@@ -70,6 +70,11 @@ RandpermVariant parse_randperm_variant(std::string_view text,
 // is a row of kRandpermVariants.
 void check_randperm_variant(RandpermVariant variant, std::string_view parameter = "randperm");
 
+// The variant torch.randperm of PyTorch `torch_version` ("2.13.0+cpu", torch.__version__) uses:
+// kClassic before 2.6, the first release with upstream PR 143875 (Python's randperm="auto").
+// Throws std::invalid_argument when the text does not start with MAJOR.MINOR.
+RandpermVariant randperm_variant_of_torch(std::string_view torch_version);
+
 // The first n for which RandpermVariant::kCurrent switches algorithm: floor((2^32 - 1) / 20).
 inline constexpr uint64_t kRandpermInsideOutThreshold = 214748364;
 

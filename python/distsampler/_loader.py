@@ -15,14 +15,13 @@ each batch it yields is a receipt. Batches arrive in dispatch order (``in_order=
 order accepted), so the k-th receipt is the k-th dispatch. Nothing here refers back to the
 loader, so a loader held only by its own iterator is freed normally.
 
-The package's samplers speak the loader protocol (_passes.py): a mark as each batch is
-dispatched (``progress_mark``), reported back at receipt (``progress_received``); a foreign
-sampler with ``state_dict`` /
-``load_state_dict`` is snapshotted through them; one without is fast-forwarded on resume by
-drawing and discarding the batches already received (exact for deterministic samplers only).
+The bookkeeping is C++ (receipts.h, bound as ``_core.LoaderTracker``): a package sampler's mark
+as each batch is dispatched, reported back to it at receipt; a foreign sampler with
+``state_dict`` / ``load_state_dict`` is snapshotted through them; one without is fast-forwarded on
+resume by drawing and discarding the batches already received (exact for deterministic samplers
+only).
 """
-import collections
-from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, TypeVar
 
 import torch.multiprocessing
 import torch.utils.data
@@ -34,144 +33,6 @@ from ._workers import GUARDS_WORKERS, GuardedContext
 _T_co = TypeVar("_T_co", covariant=True)
 # torch's property, whose getter and setter DataLoader.multiprocessing_context extends.
 _TORCH_CONTEXT: Any = torch.utils.data.DataLoader.multiprocessing_context
-
-
-def _speaks_protocol(source: Any) -> bool:
-    """Whether `source` reports its progress as the package's samplers do (_passes.py)."""
-    return hasattr(source, "progress_mark") and hasattr(source, "progress_received")
-
-
-class _Tracker:
-    """One loader's record of its passes: the snapshots of batches dispatched and not yet
-    received (oldest first), the batches received, and what a resume asked for. ``source`` is
-    the object whose state is the loader's (None for an iterable dataset), ``adapter`` the
-    DistributedIterableDataset served, if any."""
-
-    def __init__(self, source: Any, adapter: Any, per_batch: int) -> None:
-        self.source, self.adapter, self.per_batch = source, adapter, per_batch
-        # An IterableDataset of its own: its data come from its iterators, not from the index
-        # sampler, so a resume skips batches as they are received rather than as dispatched.
-        self.skips_received = source is None and adapter is None
-        self.snapshots: Deque[Any] = collections.deque()
-        self.received = 0       # batches the loop received in this pass, after `base`
-        self.base = 0           # batches of this pass received before a resume
-        self.resumed = 0        # the loaded state's batches, for the next pass's `base`
-        self.skip = 0           # batches the next pass draws and discards (stateless source)
-        self.skipping = 0       # ... of which this pass has yet to draw
-        self.foreign_state: Any = None  # a foreign sampler's state at the last received batch
-        self.opening = False    # inside _get_iterator, whose iterator calls iter() twice
-        self.opened = False     # ... and the first of those calls began the pass
-
-    @property
-    def batches(self) -> int:
-        return self.base + self.received
-
-    def begin_pass(self) -> None:
-        """A torch iterator (re)started drawing indices: a new pass."""
-        if self.opening:
-            if self.opened:
-                return
-            self.opened = True
-        self.snapshots.clear()
-        self.base, self.resumed, self.received = self.resumed, 0, 0
-        self.skipping, self.skip = self.skip, 0
-        if self.adapter is not None:
-            self.adapter.progress_start()
-
-    def dispatched(self) -> None:
-        """A batch's indices were just drawn: snapshot the source's state."""
-        source, snapshot = self.source, None
-        if _speaks_protocol(source):
-            snapshot = ("mark", source.progress_mark())
-        elif source is not None and hasattr(source, "state_dict"):
-            snapshot = source.state_dict()
-        self.snapshots.append(snapshot)
-
-    def receive(self) -> None:
-        """The loop received the oldest batch dispatched and not yet received."""
-        snapshot = self.snapshots.popleft() if self.snapshots else None
-        self.received += 1
-        if self.adapter is not None:
-            self.adapter.progress_received_batches(self.received, self.per_batch)
-        elif isinstance(snapshot, tuple):
-            self.source.progress_received(snapshot[1])
-        elif snapshot is not None:
-            self.foreign_state = snapshot
-
-    def end_pass(self) -> None:
-        """The loop received the pass's last batch (the iterator raised StopIteration)."""
-        if self.adapter is not None:
-            self.adapter.progress_finished()
-        elif _speaks_protocol(self.source):
-            self.source.progress_finished()
-        self.snapshots.clear()
-        self.base = self.received = 0
-        self.foreign_state = None
-
-
-class _DispatchingSampler:
-    """The index sampler (a batch sampler, or the sampler with ``batch_size=None``) as torch's
-    iterators see it: the same indices, and each draw recorded as a dispatch."""
-
-    def __init__(self, index_sampler: Any, tracker: _Tracker) -> None:
-        self._index_sampler, self._tracker = index_sampler, tracker
-
-    def __len__(self) -> int:
-        return len(self._index_sampler)
-
-    def __iter__(self) -> "_Dispatching":
-        self._tracker.begin_pass()
-        return _Dispatching(iter(self._index_sampler), self._tracker)
-
-
-class _Dispatching:
-    __slots__ = ("_indices", "_tracker")
-
-    def __init__(self, indices: Iterator[Any], tracker: _Tracker) -> None:
-        self._indices, self._tracker = indices, tracker
-
-    def __iter__(self) -> "_Dispatching":
-        return self
-
-    def __next__(self) -> Any:
-        tracker = self._tracker
-        while tracker.skipping and not tracker.skips_received:  # a resumed stateless sampler:
-            tracker.skipping -= 1                                  # draw the batches received
-            next(self._indices)
-        index = next(self._indices)
-        tracker.dispatched()
-        return index
-
-
-class _Receiving:
-    """torch's DataLoader iterator, each batch it yields recorded as received. Other attributes
-    are the wrapped iterator's."""
-
-    def __init__(self, iterator: Any, tracker: _Tracker) -> None:
-        self._iterator, self._tracker = iterator, tracker
-
-    def __iter__(self) -> "_Receiving":
-        return self
-
-    def __next__(self) -> Any:
-        tracker = self._tracker
-        try:
-            while tracker.skipping and tracker.skips_received:  # a resumed IterableDataset
-                tracker.skipping -= 1                           # without state: read and drop
-                tracker.snapshots.clear()                       # the batches received
-                next(self._iterator)
-            batch = next(self._iterator)
-        except StopIteration:
-            tracker.end_pass()
-            raise
-        tracker.receive()
-        return batch
-
-    def __len__(self) -> int:
-        return len(self._iterator)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_iterator"], name)
 
 
 class DataLoader(torch.utils.data.DataLoader[_T_co]):
@@ -205,8 +66,8 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         adapter = self.dataset if hasattr(self.dataset, "progress_start") else None
         if adapter is not None:
             adapter.check_loader(self)
-        self._tracker = _Tracker(self._source(), adapter,
-                                 1 if self.batch_size is None else self.batch_size)
+        self._tracker = _core.LoaderTracker(self._source(), adapter,
+                                            1 if self.batch_size is None else self.batch_size)
 
     def _source(self) -> Any:
         """The object whose state is the loader's: the batch sampler the user passed, else the
@@ -222,7 +83,7 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     def _index_sampler(self) -> Any:
         index_sampler = super()._index_sampler
         tracker = self.__dict__.get("_tracker")
-        return index_sampler if tracker is None else _DispatchingSampler(index_sampler, tracker)
+        return index_sampler if tracker is None else tracker.dispatching(index_sampler)
 
     @property
     def multiprocessing_context(self) -> Any:
@@ -240,17 +101,16 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
     def _get_iterator(self) -> Any:
         # torch's multi-process iterator calls iter() on the index sampler in its constructor and
         # again in its first _reset: one pass.
-        tracker = self._tracker
-        tracker.opening, tracker.opened = True, False
+        self._tracker.set_opening(True)
         self.__dict__["_starting_workers"] = True
         try:
             return super()._get_iterator()
         finally:
-            tracker.opening = False
+            self._tracker.set_opening(False)
             self.__dict__["_starting_workers"] = False
 
-    def __iter__(self) -> Any:  # torch's iterator, each batch a receipt (_Receiving)
-        return _Receiving(super().__iter__(), self._tracker)
+    def __iter__(self) -> Any:  # torch's iterator, each batch a receipt
+        return self._tracker.receiving(super().__iter__())
 
     # ---- checkpoints -------------------------------------------------------------------------
 
@@ -260,33 +120,11 @@ class DataLoader(torch.utils.data.DataLoader[_T_co]):
         current pass that is (counting those before a resume). The same on every rank for the
         package's samplers, so rank 0 can save it. Right after load_state_dict it is the loaded
         state."""
-        tracker = self._tracker
-        state: Dict[str, Any] = _core.loader_state_dict(tracker.batches)
-        source = tracker.source
-        if tracker.adapter is not None:
-            state["dataset"] = tracker.adapter.state_dict()
-        elif _speaks_protocol(source):
-            state["sampler"] = source.state_dict()
-        elif source is not None and hasattr(source, "state_dict"):
-            state["sampler"] = (tracker.foreign_state if tracker.foreign_state is not None
-                                else source.state_dict())
+        state: Dict[str, Any] = self._tracker.state_dict()
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from a state_dict(): the next pass starts after the batches already received
         (for the package's samplers on any number of ranks). Raises ValueError for a state that
         does not fit this loader, changing nothing."""
-        tracker = self._tracker
-        source: Any = tracker.source
-        stateful = source is not None and hasattr(source, "load_state_dict")
-        entry = "dataset" if tracker.adapter is not None else "sampler" if stateful else ""
-        batches = _core.parse_loader_state(state, entry)  # state_dict.h's format
-        if tracker.adapter is not None:
-            tracker.adapter.load_state_dict(state["dataset"])
-        elif stateful:
-            source.load_state_dict(state["sampler"])
-        tracker.snapshots.clear()
-        tracker.received, tracker.base, tracker.resumed, tracker.skipping = 0, batches, batches, 0
-        tracker.skip = 0 if stateful or tracker.adapter is not None else batches
-        tracker.foreign_state = state.get("sampler") if stateful and not _speaks_protocol(
-            source) else None
+        self._tracker.load_state_dict(state)  # state_dict.h's format

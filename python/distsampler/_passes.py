@@ -7,13 +7,12 @@ A *pass* is one iteration over a sampler. Its epoch and start are decided when i
 producing (the first ``next()``), never at ``iter()``: a DataLoader with workers calls ``iter()``
 on its sampler more than once per epoch, and only the iterator it reads from counts.
 
-The loader protocol (distsampler.data.DataLoader uses nothing else): torchdata's ``Stateful``
-(``state_dict``/``load_state_dict``) plus ``progress_mark()`` as a batch's indices are dispatched,
-``progress_received(mark)`` when the loop receives that batch, and ``progress_finished()`` at the
-end of the pass: the checkpoint then counts what the loop received, whatever was fetched ahead.
-An iterable dataset of the package (distsampler.data's adapter) adds ``check_loader(loader)``,
-``progress_start()`` (the loader starts its pass in the main process) and
-``progress_received_batches(batches, per_batch)``.
+The loader protocol: torchdata's ``Stateful`` (``state_dict``/``load_state_dict``);
+distsampler.data.DataLoader's tracker (receipts.h) also reports each batch the loop receives to
+the sampler's PassSampler, so the checkpoint counts what the loop received, whatever was fetched
+ahead. An iterable dataset of the package (distsampler.data's adapter) adds
+``check_loader(loader)`` and ``progress_start()`` (the loader starts its pass in the main
+process).
 """
 import itertools
 import operator
@@ -24,7 +23,7 @@ import torch.distributed as dist
 
 from . import _core
 
-__all__ = ["CheckpointMismatch", "SeedOverflowError", "Shell"]
+__all__ = ["CheckpointMismatch", "PlainShell", "SeedOverflowError", "Shell"]
 
 
 class SeedOverflowError(RuntimeError, ValueError):
@@ -38,17 +37,10 @@ class CheckpointMismatch(ValueError):
     load its checkpoint)."""
 
 
-def check_uint64(name: str, value: Any, minimum: int = 0) -> int:
-    """A Python integer as the core's uint64 fields take it, a ValueError naming `name` otherwise:
-    a bool is not an integer here (PyTorch's samplers refuse it), a float is operator.index's
-    TypeError."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise ValueError(f"{name} = {value!r} is a bool; allowed: an integer >= {minimum}")
-    value = operator.index(value)
-    if not minimum <= value < 2**64:
-        raise ValueError(f"{name} = {value} is out of range; allowed: {minimum} <= {name} "
-                         "<= 2^64 - 1")
-    return value
+# A Python integer as the core's uint64 fields take it, a ValueError naming the parameter
+# otherwise: a bool is not an integer here (PyTorch's samplers refuse it), a float is
+# operator.index's TypeError.
+check_uint64 = _core.check_count
 
 
 def resolve_world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
@@ -69,12 +61,10 @@ def resolve_world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int
 def randperm_variant(randperm: str) -> "_core.RandpermVariant":
     """Which torch.randperm the torch order reproduces; 'auto' is the installed torch's (2.6 is
     the first to carry upstream PR 143875, which changes it for n >= 214,748,364)."""
-    randperm = _core.parse_randperm_variant(randperm, also=["auto"])
-    if randperm == "auto":
-        import torch
-        major, minor = (int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
-        randperm = "classic" if (major, minor) < (2, 6) else "current"
-    return getattr(_core.RandpermVariant, randperm)
+    if _core.parse_randperm_variant(randperm, also=["auto"]) != "auto":
+        return getattr(_core.RandpermVariant, randperm)
+    import torch
+    return _core.randperm_variant_of_torch(torch.__version__)
 
 
 def import_numpy(needed_by: str) -> Any:
@@ -90,21 +80,6 @@ def import_numpy(needed_by: str) -> Any:
 
 # ---- Collectives: what every rank must agree on ----------------------------------------------
 
-def describe_by_rank(per_rank: List[Dict[str, Any]]) -> str:
-    """'' when every rank's dict is the same, else one clause per differing key:
-    ``epoch = 3 on ranks 0, 2; 4 on rank 1``."""
-    clauses = []
-    for key in sorted({key for values in per_rank for key in values}):
-        groups: Dict[str, List[int]] = {}
-        for rank, values in enumerate(per_rank):
-            groups.setdefault(repr(values.get(key)), []).append(rank)
-        if len(groups) > 1:
-            parts = [f"{value} on rank{'s' if len(ranks) > 1 else ''} "
-                     f"{', '.join(map(str, ranks))}" for value, ranks in groups.items()]
-            clauses.append(f"{key} = " + "; ".join(parts))
-    return "; ".join(clauses)
-
-
 def spans_group(num_replicas: int, enabled: bool, group: Any) -> bool:
     """Whether a collective over `group` reaches exactly the sampler's ranks (one built for
     fewer replicas may be used by some ranks only, and a collective would wait forever)."""
@@ -118,12 +93,9 @@ def gather_in_step(call: str, payload: Any, group: Any, mismatch: type) -> List[
     `mismatch` naming the calls and ranks, rather than read the other collective's payload."""
     gathered: List[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, {"distsampler_call": call, "payload": payload}, group=group)
-    calls = [theirs.get("distsampler_call") if isinstance(theirs, dict) else None
-             for theirs in gathered]
-    if any(theirs != call for theirs in calls):
-        where = describe_by_rank([{"call": theirs or "another collective"} for theirs in calls])
-        raise mismatch(f"the ranks are in different collectives ({where}): every rank must call "
-                       f"{call} (and start its passes) in the same order")
+    message = _core.describe_collectives(gathered, call)  # state_dict.h's
+    if message:
+        raise mismatch(message)
     return [theirs["payload"] for theirs in gathered]
 
 
@@ -132,17 +104,10 @@ def agree_on_checkpoint(summary: Dict[str, Any], error: Optional[Exception], gro
     checkpoint it loads, or its error, and every rank raises CheckpointMismatch when they differ
     or any rank failed, naming the ranks."""
     mine = {"error": None if error is None else f"{type(error).__name__}: {error}", **summary}
-    gathered = gather_in_step("load_state_dict", mine, group, CheckpointMismatch)
-    failed = [(rank, theirs["error"]) for rank, theirs in enumerate(gathered) if theirs["error"]]
-    if failed:
-        raise CheckpointMismatch("the checkpoint could not be loaded on every rank, refusing to "
-                                 "resume: " + "; ".join(f"rank {rank}: {message}"
-                                                        for rank, message in failed))
-    message = describe_by_rank([{k: v for k, v in theirs.items() if k != "error"}
-                                for theirs in gathered])
+    message = _core.describe_checkpoints(
+        gather_in_step("load_state_dict", mine, group, CheckpointMismatch))
     if message:
-        raise CheckpointMismatch("the ranks loaded different checkpoints, refusing to resume: "
-                                 + message)
+        raise CheckpointMismatch(message)
 
 
 # ---- The shell ----------------------------------------------------------------------------------
@@ -150,11 +115,12 @@ def agree_on_checkpoint(summary: Dict[str, Any], error: Optional[Exception], gro
 class Shell:
     """What every sampler of the package is over ``_core.PassSampler``: set_epoch, auto_epoch,
     passes decided at their first next(), len(), state_dict/load_state_dict (with the ranks'
-    agreement), the loader protocol and pickling. A subclass sets ``num_replicas``, builds its
+    agreement) and pickling. A subclass sets ``num_replicas``, builds its
     policy in ``_policy()`` (from its attributes: pickling rebuilds it so) and calls
     ``_init_shell``; hooks: ``_before_pass`` (runs as each pass starts)."""
 
     _core: Any  # _core.PassSampler
+    _built_size: int  # len(dataset) when built, for a sampler with a dataset
     num_replicas: int
     # Raised instead of the core's IndexError when a pass cannot start because seed + epoch
     # leaves the seed's range (the samplers that reproduce PyTorch's error); None: IndexError.
@@ -168,14 +134,14 @@ class Shell:
         raise NotImplementedError
 
     def _before_pass(self) -> None:
-        """Runs at the start of every pass, before the epoch is decided."""
-
-    def _check_size(self, size: int, built: int) -> None:
-        if size != built:
+        """Runs at the start of every pass, before the epoch is decided: a sampler with a
+        ``dataset`` checks that it still has the ``_built_size`` the sampler was built for."""
+        dataset = getattr(self, "dataset", None)
+        if dataset is not None and len(dataset) != self._built_size:
             raise ValueError(
-                f"len(dataset) = {size} but this {type(self).__name__} was built for {built} "
-                "samples: the dataset changed size after the sampler was built; build a new "
-                "sampler for the new dataset")
+                f"len(dataset) = {len(dataset)} but this {type(self).__name__} was built for "
+                f"{self._built_size} samples: the dataset changed size after the sampler was "
+                "built; build a new sampler for the new dataset")
 
     @staticmethod
     def _checked_epoch(epoch: int) -> int:
@@ -231,24 +197,6 @@ class Shell:
         after load_state_dict: a resumed pass yields fewer, the rest of its epoch."""
         return int(self._core.remaining(0))
 
-    # ---- the loader protocol ---------------------------------------------------------------
-
-    def progress_mark(self) -> Tuple[int, int]:
-        """A batch's items were just handed out: the mark to report when the loop receives it.
-        From the first mark of a pass on, the checkpoint counts receipts."""
-        serial, handed = self._core.mark()
-        if not self._core.tracked:
-            self._core.receive(serial, 0)
-        return serial, handed
-
-    def progress_received(self, mark: Tuple[int, int]) -> None:
-        """The loop received the batch dispatched at `mark`."""
-        self._core.receive(*mark)
-
-    def progress_finished(self) -> None:
-        """The loop received the pass's last batch."""
-        self._core.receive_all(self._core.serial)
-
     # ---- checkpoints -------------------------------------------------------------------------
 
     def state_dict(self) -> Dict[str, Any]:
@@ -294,3 +242,67 @@ class Shell:
         cursor = state.pop("_cursor")
         self.__dict__.update(state)
         self._core = _core.PassSampler(self._policy(), cursor)
+
+
+class PlainShell(Shell):
+    """A sampler over the drop-in's order (``_core.plain_policy``: the drop-in, the evaluation
+    sampler, the iterable adapter): PyTorch's arguments, checked in PyTorch's order, and
+    PyTorch's attributes."""
+
+    _kind: str  # plain_policy's
+    _cpp_attributes = ("_core", "_plain")
+
+    def _init_plain(self, dataset: Any, num_replicas: Optional[int], rank: Optional[int],
+                    seed: int, shuffle: bool, drop_last: bool, order: str, randperm: str,
+                    feistel_version: int, auto_epoch: bool, check_agreement: bool,
+                    process_group: Any, **extra: Any) -> None:
+        num_replicas, rank = resolve_world(num_replicas, rank)  # PyTorch's checks and messages
+        self.dataset, self._built_size = dataset, len(dataset)
+        self._options = dict(size=self._built_size, world_size=num_replicas, rank=rank, seed=seed,
+                             shuffle=bool(shuffle), drop_last=bool(drop_last), order=order,
+                             randperm=randperm_variant(randperm),
+                             feistel_version=feistel_version, **extra)
+        self._init_shell(auto_epoch, check_agreement, process_group)
+
+    # PyTorch's attributes, read-only: the configuration lives in C++ (torch declares them as
+    # writable attributes, hence the ignores). The same for the three samplers.
+    @property
+    def num_replicas(self) -> int:  # type: ignore[override]
+        return int(self._options["world_size"])
+
+    @property
+    def rank(self) -> int:  # type: ignore[override]
+        return int(self._options["rank"])
+
+    @property
+    def shuffle(self) -> bool:  # type: ignore[override]
+        return bool(self._options["shuffle"])
+
+    @property
+    def seed(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.seed)
+
+    @property
+    def drop_last(self) -> bool:  # type: ignore[override]
+        return bool(self._options["drop_last"])
+
+    @property
+    def num_samples(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.num_samples)
+
+    @property
+    def total_size(self) -> int:  # type: ignore[override]
+        return int(self._plain.sampler.total_size)
+
+    @property
+    def order(self) -> str:
+        return str(self._options["order"])
+
+    @property
+    def feistel_version(self) -> int:
+        """1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint)."""
+        return int(self._plain.config["feistel_version"])
+
+    def _policy(self) -> Any:
+        self._plain = _core.plain_policy(self._kind, **self._options)
+        return self._plain

@@ -13,88 +13,29 @@ the child runs. Under spawn and forkserver the object is pickled, and it unpickl
 only the interpreter's start and the main module's import come earlier. This module imports no
 torch, so a spawned worker runs the guard before it imports torch.
 
-The death signal follows the parent *thread*, and under forkserver the parent is the server,
-which outlives the training process as long as any of its children runs (each holds the server's
-"alive" pipe). So the signal is set only for fork and spawn workers started from the main
-thread; the others (forkserver, or an iterator made on another thread, which may end before its
-persistent workers) get a daemon thread that waits on a pidfd of the training process and exits
-the worker when it ends.
+The guard itself is launch/parent.h's ``end_with_process``: the kernel's death signal
+(``prctl``) where the parent thread lives as long as the training process (fork and spawn workers
+started from its main thread), else a thread that waits on a pidfd of the training process.
 """
-import ctypes
 import multiprocessing
 import os
-import select
-import signal
 import sys
 import threading
-import time
 from typing import Any, Dict, Tuple
 
-# Where the guard runs: it needs Linux's prctl, pidfd and /proc (on Windows os.kill(pid, 0) would
-# even terminate `pid`). Elsewhere the workers are PyTorch's.
+from . import _core
+
+# Where the guard runs: it needs Linux's prctl, pidfd and /proc. Elsewhere the workers are
+# PyTorch's.
 GUARDS_WORKERS = sys.platform.startswith("linux")
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-_POLL_SECONDS = 0.5    # the watcher's interval where there is no pidfd_open (Linux < 5.3)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-    except (OSError, IndexError):  # no procfs
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-
-
-def _set_death_signal() -> bool:
-    """SIGKILL to this process when its parent thread ends; whether the kernel took it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        result: int = libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL),
-                                 ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
-        return result == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _watch(creator: int) -> None:
-    """Exit now if `creator` has ended, else as soon as it ends (a daemon thread)."""
-    try:
-        pidfd = os.pidfd_open(creator)
-    except ProcessLookupError:
-        os._exit(1)
-    except (AttributeError, OSError):  # no pidfd: poll
-        pidfd = None
-    if pidfd is None and not _alive(creator):
-        os._exit(1)
-
-    def wait() -> None:
-        if pidfd is not None:
-            select.select([pidfd], [], [])  # readable once the process has ended
-        else:
-            while _alive(creator):
-                time.sleep(_POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=wait, name="distsampler-parent-watch", daemon=True).start()
 
 
 def guard_worker(creator: int, method: str, main_thread: bool) -> None:
     """In a worker process that `creator` started by `method` from its main thread or not: end
-    the worker when `creator` ends, from now on, and now if it already has."""
-    if method != "forkserver" and main_thread and _set_death_signal():
-        if os.getppid() != creator:  # the parent died before the signal was set
-            os._exit(1)
-    else:
-        _watch(creator)
+    the worker when `creator` ends, from now on, and now if it already has. The death signal
+    follows the parent thread, and a forkserver worker's parent is the server (which outlives
+    the training process): those get the pidfd thread."""
+    _core.end_with_process(creator, method != "forkserver" and main_thread)
 
 
 def _start_worker(guard: Tuple[int, str, bool], process_class: Any) -> Any:

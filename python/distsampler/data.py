@@ -21,13 +21,12 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _core
 from ._loader import DataLoader
-from ._passes import (CheckpointMismatch, SeedOverflowError, Shell, check_uint64,
-                      randperm_variant, resolve_world)
+from ._passes import CheckpointMismatch, PlainShell, SeedOverflowError, Shell, check_uint64
 
 __all__ = ["DataLoader", "DistributedIterableDataset", "CheckpointMismatch"]
 
 
-class DistributedIterableDataset(Shell, IterableDataset):  # type: ignore[type-arg]
+class DistributedIterableDataset(PlainShell, IterableDataset):  # type: ignore[type-arg]
     """A map-style ``dataset`` as an IterableDataset for data-parallel training: this rank's
     share of the epoch's global order (the same order, padding and arguments as
     ``distsampler.torch.DistributedSampler(dataset, num_replicas, rank, shuffle, seed,
@@ -43,7 +42,7 @@ class DistributedIterableDataset(Shell, IterableDataset):  # type: ignore[type-a
     Yields ``dataset[index]``; ``len()`` is the number of samples this rank reads in the pass.
     """
 
-    _cpp_attributes = ("_core", "_plain")
+    _kind = "iterable"
     _seed_overflow = SeedOverflowError
 
     def __init__(self, dataset: Any, batch_size: int, num_replicas: Optional[int] = None,
@@ -51,30 +50,17 @@ class DistributedIterableDataset(Shell, IterableDataset):  # type: ignore[type-a
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = False,
                  randperm: str = "auto", check_agreement: bool = True,
                  process_group: Any = None, feistel_version: int = 2) -> None:
-        self.num_replicas, self.rank = resolve_world(num_replicas, rank)
-        self.dataset = dataset
         self.batch_size = check_uint64("batch_size", batch_size, 1)  # the DataLoader's
-        self.shuffle, self.drop_last, self.order = bool(shuffle), bool(drop_last), order
-        self._options = dict(size=len(dataset), world_size=self.num_replicas, rank=self.rank,
-                             seed=seed, shuffle=self.shuffle, drop_last=self.drop_last,
-                             order=order, randperm=randperm_variant(randperm),
-                             feistel_version=feistel_version)
-        self._init_shell(auto_epoch, check_agreement, process_group)
-        self.seed = self._plain.sampler.seed
+        self._init_plain(dataset, num_replicas, rank, seed, shuffle, drop_last, order, randperm,
+                         feistel_version, auto_epoch, check_agreement, process_group)
         # The pass the main process decided, for the workers: epoch (two's complement), start,
         # and whether a distsampler DataLoader armed it. Shared memory reaches workers forked or
         # spawned, persistent or not.
         self._shared = torch.zeros(3, dtype=torch.int64).share_memory_()
 
-    def _policy(self) -> Any:
-        self._plain = _core.plain_policy("iterable", **self._options)
-        return self._plain
-
-    def _before_pass(self) -> None:
-        self._check_size(len(self.dataset), self._options["size"])
-
     # ---- the loader protocol of an iterable dataset (main process): distsampler's DataLoader
-    # checks the adapter, starts each pass here and reports the batches the loop received.
+    # checks the adapter and starts each pass here (and reports the batches the loop received
+    # to its PassSampler).
 
     def check_loader(self, loader: Any) -> None:
         expected = 1 if loader.batch_size is None else loader.batch_size
@@ -93,11 +79,6 @@ class DistributedIterableDataset(Shell, IterableDataset):  # type: ignore[type-a
         chunks = self._start_pass()
         self._core.receive(chunks.serial, 0)
         self._publish(chunks.epoch, chunks.start, True)
-
-    def progress_received_batches(self, batches: int, per_batch: int) -> None:
-        total = self._core.live_total
-        if total is not None:
-            self._core.receive(self._core.serial, min(batches * per_batch, total))
 
     def set_epoch(self, epoch: int) -> None:
         Shell.set_epoch(self, epoch)
@@ -149,42 +130,27 @@ class _WorkerShare:
     ``num_workers``; distsampler.data.DataLoader resumes on any world size)."""
 
     def __init__(self, adapter: DistributedIterableDataset, epoch: int, start: int, worker: int,
-                 workers: int, own) -> None:
-        self._adapter, self._worker, self._workers, self._own = adapter, worker, workers, own
-        self._seek(epoch, start, 0)
+                 workers: int, own: Optional[int]) -> None:
+        self._adapter, self._own = adapter, own
+        self._share = _core.WorkerShare(adapter._plain.sampler, adapter.batch_size, worker,
+                                        workers, epoch, start)  # policy.h's
+        self._where = {"num_replicas": adapter.num_replicas, "rank": adapter.rank,
+                       "worker": worker, "num_workers": workers, "config": adapter._plain.config}
 
-    def _seek(self, epoch: int, start: int, yielded: int) -> None:
-        adapter = self._adapter
-        self._view = adapter._plain.sampler.epoch(epoch, start)
-        self._epoch, self._start, self._yielded = epoch, start, yielded
-        self._total = len(self._view)
-
-    def __iter__(self):
+    def __iter__(self) -> "_WorkerShare":
         return self
 
-    def __next__(self):
-        size = self._adapter.batch_size
-        batch, within = divmod(self._yielded, size)
-        position = (batch * self._workers + self._worker) * size + within
-        if position >= self._total:
-            raise StopIteration
-        self._yielded += 1
+    def __next__(self) -> Any:
+        index = next(self._share)  # StopIteration at the end of this worker's share
         if self._own is not None:
-            self._adapter._core.receive(self._own, self._yielded)
-        return self._adapter.dataset[self._view[position]]
-
-    def _where(self) -> Dict[str, Any]:
-        adapter = self._adapter
-        return {"num_replicas": adapter.num_replicas, "rank": adapter.rank,
-                "worker": self._worker, "num_workers": self._workers,
-                "config": adapter._plain.config}
+            self._adapter._core.receive(self._own, self._share.yielded)
+        return self._adapter.dataset[index]
 
     def state_dict(self) -> Dict[str, Any]:
-        state: Dict[str, Any] = _core.worker_state_dict(self._epoch, self._start, self._yielded,
-                                                        self._where())
+        state: Dict[str, Any] = self._share.state_dict(self._where)
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues where a worker of the same rank, world size and num_workers stood; raises
         ValueError naming the field otherwise, changing nothing (state_dict.h's format)."""
-        self._seek(*_core.parse_worker_state(state, self._where()))
+        self._share.load_state_dict(state, self._where)

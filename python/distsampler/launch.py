@@ -34,11 +34,6 @@ from . import _core
 __all__ = ["Launch", "init_distributed", "destroy_distributed", "libuv_available",
            "slurm_environment", "first_host"]
 
-# MASTER_PORT under SLURM: a port in [_PORT_BASE, _PORT_BASE + _PORT_SPAN), below Linux's
-# ephemeral range (32768 on), from the job and step ids.
-_PORT_BASE = 12000
-_PORT_SPAN = 20000
-
 
 class Launch(NamedTuple):
     rank: int
@@ -46,59 +41,31 @@ class Launch(NamedTuple):
     local_rank: Optional[int]
 
 
+def _scontrol(*args: str) -> str:
+    """What ``scontrol ARGS`` prints; '' when scontrol is not on PATH or fails."""
+    scontrol = shutil.which("scontrol")
+    if not scontrol:
+        return ""
+    try:
+        out = subprocess.run([scontrol, *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout if out.returncode == 0 else ""
+
+
 def first_host(nodelist: str) -> str:
     """The first host of a SLURM host list (``"node[01-04,07],gpu3"`` -> ``"node01"``), by
     ``scontrol show hostnames`` when it runs, else by parsing the list's first entry (each
     bracket group contributes its first number, zero padding kept)."""
-    scontrol = shutil.which("scontrol")
-    if scontrol:
-        try:
-            out = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True,
-                                 text=True, timeout=30)
-            if out.returncode == 0 and out.stdout.split():
-                return out.stdout.split()[0]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return _parse_first_host(nodelist)
+    hosts = _scontrol("show", "hostnames", nodelist).split()
+    return hosts[0] if hosts else _core.slurm_first_host(nodelist)
 
 
 def _node_address(node: str) -> str:
     """The address SLURM reaches `node` at (its NodeAddr, which defaults to the node's name; a
     node name need not resolve), by ``scontrol show node``; `node` itself when that fails."""
-    scontrol = shutil.which("scontrol")
-    if scontrol:
-        try:
-            out = subprocess.run([scontrol, "show", "node", "-o", node], capture_output=True,
-                                 text=True, timeout=30)
-            found = re.search(r"(?:^|\s)NodeAddr=(\S+)", out.stdout)
-            if out.returncode == 0 and found:
-                return found.group(1)
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return node
-
-
-def _parse_first_host(nodelist: str) -> str:
-    depth = 0
-    end = len(nodelist)
-    for i, c in enumerate(nodelist):
-        depth += {"[": 1, "]": -1}.get(c, 0)
-        if c == "," and depth == 0:
-            end = i
-            break
-    entry = nodelist[:end].strip()
-    host = re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], entry)
-    if not entry or depth < 0 or not re.fullmatch(r"[A-Za-z0-9._-]+", host):
-        raise ValueError(f"SLURM node list = {nodelist!r}; allowed: host names and bracketed "
-                         "ranges such as 'node[01-04,07],gpu3'")
-    return host
-
-
-def _count(env: Mapping[str, str], name: str) -> int:
-    value = env[name]
-    if not re.fullmatch(r"[0-9]{1,19}", value):
-        raise ValueError(f"{name} = {value!r}; allowed: a decimal integer >= 0")
-    return int(value)
+    found = re.search(r"(?:^|\s)NodeAddr=(\S+)", _scontrol("show", "node", "-o", node))
+    return found.group(1) if found else node
 
 
 def slurm_environment(env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -106,38 +73,8 @@ def slurm_environment(env: Optional[Mapping[str, str]] = None) -> Dict[str, str]
     ``MASTER_PORT``) a SLURM job step's variables give, those already in ``env`` kept; ``{}``
     when ``env`` (default ``os.environ``) has no SLURM task variables. Raises ``RuntimeError``
     outside a step (see the module's docstring)."""
-    env = os.environ if env is None else env
-    if "SLURM_PROCID" not in env and "SLURM_NTASKS" not in env:
-        return {}
-    try:  # the rule and its text: launch/env.h's refuse_slurm_outside_step
-        _core.refuse_slurm_outside_step(env, "start it with srun (or torchrun)")
-    except ValueError as error:
-        raise RuntimeError(str(error)) from None
-    if "SLURM_PROCID" not in env:
-        raise RuntimeError("SLURM_STEP_ID is set but SLURM_PROCID is not; srun sets both")
-    size_name = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
-    if size_name not in env:
-        raise RuntimeError("SLURM_PROCID is set but neither SLURM_STEP_NUM_TASKS nor "
-                           "SLURM_NTASKS is; srun sets both")
-    rank, world_size = _count(env, "SLURM_PROCID"), _count(env, size_name)
-    if not rank < world_size:
-        raise RuntimeError(f"SLURM_PROCID = {rank}; allowed: < {size_name} = {world_size}")
-    out = {"RANK": str(rank), "WORLD_SIZE": str(world_size)}
-    if "SLURM_LOCALID" in env:
-        out["LOCAL_RANK"] = str(_count(env, "SLURM_LOCALID"))
-    if "MASTER_ADDR" not in env:
-        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
-        if not nodelist:
-            raise RuntimeError("neither MASTER_ADDR nor SLURM_STEP_NODELIST/SLURM_JOB_NODELIST "
-                               "is set; set MASTER_ADDR to the host of rank 0")
-        out["MASTER_ADDR"] = _node_address(first_host(nodelist))
-    if "MASTER_PORT" not in env:
-        if "SLURM_JOB_ID" not in env:
-            raise RuntimeError("neither MASTER_PORT nor SLURM_JOB_ID is set; set MASTER_PORT")
-        job = _count(env, "SLURM_JOB_ID")
-        step = _count(env, "SLURM_STEP_ID") if "SLURM_STEP_ID" in env else 0
-        out["MASTER_PORT"] = str(_PORT_BASE + (job * 131 + step) % _PORT_SPAN)
-    return {k: v for k, v in out.items() if k not in env}
+    env = os.environ if env is None else env  # the rules and their texts: launch/env.h's
+    return dict(_core.slurm_torchrun_env(env, lambda nodes: _node_address(first_host(nodes))))
 
 
 def init_distributed(backend: Optional[str] = None, **kwargs: Any) -> Launch:

@@ -27,7 +27,8 @@ import torch.utils.data.distributed
 from torch.utils.data import Dataset, Sampler
 
 from . import _core
-from ._passes import CheckpointMismatch, Shell, check_uint64, randperm_variant, resolve_world
+from ._passes import (CheckpointMismatch, PlainShell, Shell, check_uint64, randperm_variant,
+                      resolve_world)
 
 __all__ = ["DistributedEvalSampler", "MaskedDataset", "WeightedDistributedSampler",
            "class_balanced_weights", "BlendedDistributedSampler", "DistributedBatchSampler",
@@ -38,20 +39,6 @@ _TorchDistributedSampler = torch.utils.data.distributed.DistributedSampler
 # What the weights and lengths arguments take: a sequence, a tensor or a numpy array.
 _Numbers = Union[Sequence[float], torch.Tensor, "np.ndarray[Any, Any]"]
 _Integers = Union[Sequence[int], torch.Tensor, "np.ndarray[Any, Any]"]
-
-
-def _uint_array(name: str, values: Any) -> "np.ndarray[Any, Any]":
-    """A sequence of non-negative integers as a uint64 array (numpy would wrap a negative value
-    silently); a ValueError names the first bad element."""
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} has shape {array.shape}; allowed: a 1-D sequence of integers")
-    if array.size and array.dtype.kind not in "iu":
-        raise ValueError(f"{name} has dtype {array.dtype}; allowed: integers")
-    if array.dtype.kind == "i" and array.size and array.min() < 0:
-        first = int(np.argmax(array < 0))
-        raise ValueError(f"{name}[{first}] = {array[first]} is out of range; allowed: >= 0")
-    return np.ascontiguousarray(array, dtype=np.uint64)
 
 
 class _Policy(Shell):
@@ -70,7 +57,7 @@ class _OrderCut(_Policy, _TorchDistributedSampler):
 
 # ---- Duplicate-free evaluation ------------------------------------------------------------------
 
-class DistributedEvalSampler(_Policy, _TorchDistributedSampler):
+class DistributedEvalSampler(PlainShell, _TorchDistributedSampler):
     """Every sample of the dataset exactly once across ranks (PyTorch's DistributedSampler pads
     by repeating samples, so a metric summed over ranks counts some twice).
 
@@ -93,27 +80,15 @@ class DistributedEvalSampler(_Policy, _TorchDistributedSampler):
                  padded: bool = False, with_mask: bool = False, order: str = "torch",
                  auto_epoch: bool = False, randperm: str = "auto", check_agreement: bool = True,
                  process_group: Any = None, feistel_version: int = 2) -> None:
-        self._init_world(num_replicas, rank)
-        self.dataset, self.drop_last = dataset, False
-        self.shuffle, self.padded = bool(shuffle), bool(padded)
-        self._options = dict(size=len(dataset), world_size=self.num_replicas, rank=self.rank,
-                             seed=seed, shuffle=self.shuffle, drop_last=False, order=order,
-                             randperm=randperm_variant(randperm), uneven=not self.padded,
-                             feistel_version=feistel_version, with_mask=bool(with_mask))
-        self._init_shell(auto_epoch, check_agreement, process_group)
-        self.seed = self._plain.sampler.seed
+        self.padded = bool(padded)
+        self._init_plain(dataset, num_replicas, rank, seed, shuffle, False, order, randperm,
+                         feistel_version, auto_epoch, check_agreement, process_group,
+                         uneven=not self.padded, with_mask=bool(with_mask))
         # The same for every epoch and order: counted on the unshuffled order (O(1)).
         unshuffled = _core.plain_policy("eval", **{**self._options, "shuffle": False})
         self.num_real = unshuffled.sampler.epoch(0, 0).num_real
 
-    _cpp_attributes = ("_core", "_plain")
-
-    def _policy(self) -> Any:
-        self._plain = _core.plain_policy("eval", **self._options)
-        return self._plain
-
-    num_samples = property(lambda self: self._plain.sampler.num_samples)
-    total_size = property(lambda self: self._plain.sampler.total_size)
+    _kind = "eval"
 
     @property
     def with_mask(self) -> bool:
@@ -133,8 +108,6 @@ class DistributedEvalSampler(_Policy, _TorchDistributedSampler):
         mask[: self.num_real] = True
         return mask
 
-    def _before_pass(self) -> None:
-        self._check_size(len(self.dataset), self._options["size"])
 
 
 class MaskedDataset(Dataset):
@@ -191,7 +164,7 @@ class WeightedDistributedSampler(_Policy, _TorchDistributedSampler):
         if array.ndim != 1:  # PyTorch's WeightedRandomSampler refuses it too
             raise ValueError(f"weights has shape {tuple(array.shape)}; allowed: a 1-D sequence")
         self.dataset, self.weights = dataset, torch.from_numpy(array)
-        self._size = len(dataset) if dataset is not None else len(array)
+        self._built_size = len(dataset) if dataset is not None else len(array)
         self.drop_last, self.shuffle, self.seed = bool(drop_last), True, seed
         # All ranks, as torch names it; >= 1 as torch's WeightedRandomSampler requires.
         self.num_samples = check_uint64("num_samples", num_samples, 1)
@@ -199,13 +172,9 @@ class WeightedDistributedSampler(_Policy, _TorchDistributedSampler):
         self.total_size = len(self) * self.num_replicas
 
     def _policy(self) -> Any:
-        return _core.weighted_policy(self.weights.numpy(), self._size, self.num_samples,
+        return _core.weighted_policy(self.weights.numpy(), self._built_size, self.num_samples,
                                      self.num_replicas, self.rank, operator.index(self.seed),
                                      self.drop_last)
-
-    def _before_pass(self) -> None:
-        if self.dataset is not None:
-            self._check_size(len(self.dataset), self._size)
 
 
 # ---- Blended datasets ---------------------------------------------------------------------------
@@ -264,7 +233,7 @@ class ShardedDistributedSampler(_OrderCut):
                  window: int = 4, auto_epoch: bool = False, check_agreement: bool = True,
                  process_group: Any = None) -> None:
         self._init_world(num_replicas, rank)
-        self.shard_sizes = _uint_array("shard_sizes", shard_sizes)
+        self.shard_sizes = _core.uint_array("shard_sizes", shard_sizes)
         self.window = check_uint64("window", window)
         self.seed, self.drop_last, self.shuffle = seed, bool(drop_last), True
         self._init_shell(auto_epoch, check_agreement, process_group)
@@ -353,9 +322,6 @@ class DistributedBatchSampler(_Batches):
                                   self.order, self._randperm, self.feistel_version,
                                   self.batch_size, self.num_replicas, self.rank, self.drop_last)
 
-    def _before_pass(self) -> None:
-        self._check_size(len(self.dataset), self._built_size)
-
 
 class BucketedBatchSampler(_Batches):
     """Length-bucketed distributed batches for variable-length sequences: the epoch's shuffled
@@ -371,7 +337,7 @@ class BucketedBatchSampler(_Batches):
                  process_group: Any = None) -> None:
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.cpu().numpy()
-        self.lengths = _uint_array("lengths", lengths)
+        self.lengths = _core.uint_array("lengths", lengths)
         self._init_batches(batch_size, num_replicas, rank, drop_last, len(self.lengths))
         self.window_batches = check_uint64("window_batches", window_batches, 1)
         self.seed = seed

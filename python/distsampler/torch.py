@@ -37,8 +37,8 @@ import torch.utils.data.distributed
 
 from . import _core
 from ._loader import DataLoader
-from ._passes import (CheckpointMismatch, SeedOverflowError, Shell, gather_in_step,
-                      import_numpy, randperm_variant, resolve_world, spans_group)
+from ._passes import (CheckpointMismatch, PlainShell, SeedOverflowError, Shell, gather_in_step,
+                      import_numpy, spans_group)
 
 if _TYPE_CHECKING:
     import numpy
@@ -56,7 +56,7 @@ class ConfigurationMismatch(ValueError):
     """Raised on every rank when the ranks' sampler configurations differ."""
 
 
-class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler):  # type: ignore[type-arg]
+class DistributedSampler(PlainShell, torch.utils.data.distributed.DistributedSampler):  # type: ignore[type-arg]
     """``torch.utils.data.DistributedSampler`` (a subclass of it) with the same constructor,
     attributes, errors and indices, plus:
 
@@ -105,61 +105,14 @@ class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler)
                  randperm: str = "auto", check_agreement: bool = True,
                  process_group: Any = None, prefetch: bool = True, node_shared: bool = False,
                  feistel_version: int = 2) -> None:
-        num_replicas, rank = resolve_world(num_replicas, rank)  # PyTorch's checks and messages
-        self.dataset = dataset
-        self._options = dict(size=len(dataset), world_size=num_replicas, rank=rank, seed=seed,
-                             shuffle=bool(shuffle), drop_last=bool(drop_last), order=order,
-                             randperm=randperm_variant(randperm),
-                             feistel_version=feistel_version)
         self._prefetch, self._node_shared = bool(prefetch), bool(node_shared)
         self._agreed = False  # check_configuration passed once: the configuration is immutable
-        self._init_shell(auto_epoch, check_agreement, process_group)
+        self._init_plain(dataset, num_replicas, rank, seed, shuffle, drop_last, order, randperm,
+                         feistel_version, auto_epoch, check_agreement, process_group)
 
+    _kind = "drop_in"
     _cpp_attributes = ("_core", "_plain", "_prefetcher")
     _seed_overflow = SeedOverflowError
-
-    def _policy(self) -> Any:
-        self._plain = _core.plain_policy("drop_in", **self._options)
-        return self._plain
-
-    # PyTorch's attributes, read-only: the configuration lives in C++ (torch declares them as
-    # writable attributes, hence the ignores).
-    @property
-    def num_replicas(self) -> int:  # type: ignore[override]
-        return int(self._options["world_size"])
-
-    @property
-    def rank(self) -> int:  # type: ignore[override]
-        return int(self._options["rank"])
-
-    @property
-    def shuffle(self) -> bool:  # type: ignore[override]
-        return bool(self._options["shuffle"])
-
-    @property
-    def seed(self) -> int:  # type: ignore[override]
-        return int(self._plain.sampler.seed)
-
-    @property
-    def drop_last(self) -> bool:  # type: ignore[override]
-        return bool(self._options["drop_last"])
-
-    @property
-    def num_samples(self) -> int:  # type: ignore[override]
-        return int(self._plain.sampler.num_samples)
-
-    @property
-    def total_size(self) -> int:  # type: ignore[override]
-        return int(self._plain.sampler.total_size)
-
-    @property
-    def order(self) -> str:
-        return str(self._options["order"])
-
-    @property
-    def feistel_version(self) -> int:
-        """1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint)."""
-        return int(self._plain.config["feistel_version"])
 
     @property
     def prefetching(self) -> Any:
@@ -190,7 +143,7 @@ class DistributedSampler(Shell, torch.utils.data.distributed.DistributedSampler)
         return Shell.__len__(self)
 
     def _before_pass(self) -> None:
-        self._check_size(len(self.dataset), self._options["size"])
+        Shell._before_pass(self)  # the dataset's size
         # Only a sampler that spans the group checks by itself: one built for fewer replicas
         # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
         # collective would wait forever. check_configuration() checks any layout explicitly.

@@ -1,6 +1,7 @@
 #include "distsampler/launch/env.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -106,6 +107,102 @@ uint64_t slurm_tasks_on_node(const std::string& tasks_per_node, uint64_t node_id
     i = end + 1;
   }
   throw bad();
+}
+
+std::string slurm_first_host(const std::string& nodelist) {
+  // The first entry: up to the first comma outside brackets.
+  int depth = 0;
+  size_t end = nodelist.size();
+  for (size_t i = 0; i < nodelist.size(); ++i) {
+    depth += nodelist[i] == '[' ? 1 : nodelist[i] == ']' ? -1 : 0;
+    if (nodelist[i] == ',' && depth == 0) {
+      end = i;
+      break;
+    }
+  }
+  const char* space = " \t\n\r\f\v";
+  std::string entry = nodelist.substr(0, end);
+  entry.erase(0, std::min(entry.find_first_not_of(space), entry.size()));
+  entry.erase(entry.find_last_not_of(space) + 1);
+  // Each [group] becomes its first number (up to the first '-' or ',').
+  std::string host;
+  for (size_t i = 0; i < entry.size(); ++i) {
+    const size_t close = entry[i] == '[' ? entry.find(']', i) : std::string::npos;
+    if (close == std::string::npos) {
+      host += entry[i];
+      continue;
+    }
+    const std::string group = entry.substr(i + 1, close - i - 1);
+    host += group.substr(0, group.find_first_of("-,"));
+    i = close;
+  }
+  bool ok = !entry.empty() && depth >= 0 && !host.empty();
+  for (char c : host) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  }
+  if (!ok) {
+    throw std::invalid_argument("SLURM node list = '" + nodelist +
+                                "'; allowed: host names and bracketed ranges such as "
+                                "'node[01-04,07],gpu3'");
+  }
+  return host;
+}
+
+std::vector<std::pair<std::string, std::string>> slurm_torchrun_env(
+    const EnvLookup& lookup, const MasterAddress& master_address) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (lookup("SLURM_PROCID") == nullptr && lookup("SLURM_NTASKS") == nullptr) return out;
+  try {
+    refuse_slurm_outside_step(lookup, "start it with srun (or torchrun)");
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  const char* procid = lookup("SLURM_PROCID");
+  if (procid == nullptr) {
+    throw std::runtime_error("SLURM_STEP_ID is set but SLURM_PROCID is not; srun sets both");
+  }
+  const char* size_name =
+      lookup("SLURM_STEP_NUM_TASKS") != nullptr ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+  if (lookup(size_name) == nullptr) {
+    throw std::runtime_error("SLURM_PROCID is set but neither SLURM_STEP_NUM_TASKS nor "
+                             "SLURM_NTASKS is; srun sets both");
+  }
+  const uint64_t rank = parse_env_count("SLURM_PROCID", procid);
+  const uint64_t world_size = parse_env_count(size_name, lookup(size_name));
+  if (rank >= world_size) {
+    throw std::runtime_error("SLURM_PROCID = " + std::to_string(rank) + "; allowed: < " +
+                             size_name + " = " + std::to_string(world_size));
+  }
+  auto add = [&](const char* name, const std::string& value) {
+    if (lookup(name) == nullptr) out.emplace_back(name, value);
+  };
+  add("RANK", std::to_string(rank));
+  add("WORLD_SIZE", std::to_string(world_size));
+  if (const char* local = lookup("SLURM_LOCALID")) {
+    add("LOCAL_RANK", std::to_string(parse_env_count("SLURM_LOCALID", local)));
+  }
+  if (lookup("MASTER_ADDR") == nullptr) {
+    const char* nodelist = lookup("SLURM_STEP_NODELIST");
+    if (nodelist == nullptr || *nodelist == '\0') nodelist = lookup("SLURM_JOB_NODELIST");
+    if (nodelist == nullptr || *nodelist == '\0') {
+      throw std::runtime_error("neither MASTER_ADDR nor SLURM_STEP_NODELIST/SLURM_JOB_NODELIST "
+                               "is set; set MASTER_ADDR to the host of rank 0");
+    }
+    add("MASTER_ADDR", master_address(nodelist));
+  }
+  if (lookup("MASTER_PORT") == nullptr) {
+    const char* job = lookup("SLURM_JOB_ID");
+    if (job == nullptr) {
+      throw std::runtime_error("neither MASTER_PORT nor SLURM_JOB_ID is set; set MASTER_PORT");
+    }
+    const char* step = lookup("SLURM_STEP_ID");
+    constexpr uint64_t kBase = 12000;
+    constexpr uint64_t kSpan = 20000;
+    const uint64_t job_id = parse_env_count("SLURM_JOB_ID", job) % kSpan;
+    const uint64_t step_id = step != nullptr ? parse_env_count("SLURM_STEP_ID", step) % kSpan : 0;
+    add("MASTER_PORT", std::to_string(kBase + (job_id * 131 + step_id) % kSpan));
+  }
+  return out;
 }
 
 std::optional<DistEnv> detect_dist_env(const EnvLookup& lookup) {

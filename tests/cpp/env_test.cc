@@ -151,6 +151,63 @@ TEST(DistEnv, SlurmStepTaskCount) {
   EXPECT_THROW(slurm_tasks_on_node("3,1", 2), std::invalid_argument);
 }
 
+// distsampler.launch's SLURM route: torchrun's variables from a step's, those set kept.
+TEST(DistEnv, SlurmTorchrunEnv) {
+  const std::map<std::string, std::string> step = {
+      {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "2"},
+      {"SLURM_NTASKS", "8"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_LOCALID", "0"},
+      {"SLURM_JOB_NODELIST", "node[07-09],gpu1"}, {"SLURM_STEP_NODELIST", "node[08-09]"}};
+  const MasterAddress first = [](const std::string& list) { return slurm_first_host(list); };
+  auto env = [&](std::map<std::string, std::string> vars) {
+    const auto pairs = slurm_torchrun_env(env_of(vars), first);
+    return std::map<std::string, std::string>(pairs.begin(), pairs.end());
+  };
+  auto out = env(step);
+  EXPECT_EQ(out["RANK"], "2");
+  EXPECT_EQ(out["WORLD_SIZE"], "4");  // the step's tasks
+  EXPECT_EQ(out["LOCAL_RANK"], "0");
+  EXPECT_EQ(out["MASTER_ADDR"], "node08");
+  const uint64_t port = std::stoull(out["MASTER_PORT"]);
+  EXPECT_TRUE(port >= 12000 && port < 32000) << port;
+  auto other = step;
+  other["SLURM_PROCID"] = "0";
+  EXPECT_EQ(env(other)["MASTER_PORT"], out["MASTER_PORT"]);
+  other["SLURM_STEP_ID"] = "1";
+  EXPECT_NE(env(other)["MASTER_PORT"], out["MASTER_PORT"]);
+  other = step;
+  other["SLURM_JOB_ID"] = "9999999999999999999";  // no overflow
+  EXPECT_EQ(env(other)["MASTER_PORT"], std::to_string(12000 + (9999999999999999999ULL % 20000 *
+                                                                  131) % 20000));
+  other = step;
+  other["MASTER_ADDR"] = "head";
+  other["RANK"] = "2";
+  out = env(other);
+  EXPECT_EQ(out.count("MASTER_ADDR") + out.count("RANK"), 0u);
+  EXPECT_TRUE(env({{"SLURM_JOB_ID", "7"}}).empty());
+  EXPECT_THROW(env({{"SLURM_JOB_ID", "7"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}),
+               std::runtime_error);
+  other = step;
+  other.erase("SLURM_JOB_ID");
+  EXPECT_THROW(env(other), std::runtime_error);
+  other = step;
+  other["SLURM_PROCID"] = "4";
+  EXPECT_THROW(env(other), std::runtime_error);
+  other = step;
+  other["SLURM_PROCID"] = "x";
+  EXPECT_THROW(env(other), std::invalid_argument);
+}
+
+TEST(DistEnv, SlurmFirstHost) {
+  const std::map<std::string, std::string> cases = {
+      {"localhost", "localhost"}, {"a,b", "a"}, {"node[01-04,07],gpu3", "node01"},
+      {"gpu3,node[01-04]", "gpu3"}, {"rack[2-3]-n[005-006]", "rack2-n005"}, {"n[7]", "n7"},
+      {" n1 ,n2", "n1"}};
+  for (const auto& [list, host] : cases) EXPECT_EQ(slurm_first_host(list), host) << list;
+  for (const char* bad : {"", "a][", "a[1", "a b", "[]"}) {
+    EXPECT_THROW(slurm_first_host(bad), std::invalid_argument) << bad;
+  }
+}
+
 TEST(DistEnv, GivenValuesWin) {
   const auto e = resolve_dist_env(1, 2, env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}}));
   EXPECT_EQ(e.rank, 1u);

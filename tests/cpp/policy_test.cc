@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 namespace distsampler {
@@ -84,6 +85,30 @@ TEST(PolicySampler, AFailedLoadChangesNothing) {
   const Position before = s.position();
   EXPECT_THROW(s.parse_state(DictValue::dict(), nullptr), std::invalid_argument);
   EXPECT_EQ(s.position(), before);
+}
+
+// The iterable adapter's split: worker w of K reads the view's batches w, w + K, ...; together
+// the workers read the view once, and a worker resumes from its position.
+TEST(WorkerShare, WorkersReadTheViewsBatchesRoundRobin) {
+  const DistributedSampler sampler = eval(3, 1)->sampler();  // 23 items, uneven
+  const RankView view = sampler.epoch(2, 4);  // 6 items from global position 4
+  std::vector<uint64_t> dealt;
+  std::vector<WorkerShare> workers;
+  for (uint64_t w = 0; w < 2; ++w) workers.emplace_back(sampler, 2, w, 2, WorkerPosition{2, 4, 0});
+  for (uint64_t batch = 0; batch < 4; ++batch) {  // torch asks the workers in turn
+    for (int item = 0; item < 2; ++item) {
+      if (auto index = workers[batch % 2].next()) dealt.push_back(*index);
+    }
+  }
+  EXPECT_EQ(dealt, std::vector<uint64_t>(view.begin(), view.end()));
+  EXPECT_FALSE(workers[0].next());
+  EXPECT_EQ(workers[0].position().yielded, 4u);
+  EXPECT_EQ(workers[1].position().yielded, 2u);
+  WorkerShare resumed(sampler, 2, 1, 2, WorkerPosition{2, 4, 0});
+  resumed.seek(WorkerPosition{2, 4, 1});  // worker 1 yielded batch 1's first item
+  EXPECT_EQ(resumed.next(), view[3]);
+  EXPECT_THROW(WorkerShare(sampler, 0, 0, 1, {}), std::invalid_argument);
+  EXPECT_THROW(WorkerShare(sampler, 1, 2, 2, {}), std::invalid_argument);
 }
 
 }  // namespace

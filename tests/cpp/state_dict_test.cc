@@ -7,6 +7,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace distsampler {
 namespace {
@@ -132,6 +134,50 @@ TEST(StateDict, SamplerStatesRoundTripInVersion2AndLoadVersion1) {
   EXPECT_EQ(parse_sampler_state(v1, sampler), s);
   v1.set("shuffle", DictValue::integer(1));  // an int is not a bool there
   EXPECT_THROW(parse_sampler_state(v1, sampler), std::invalid_argument);
+}
+
+// load_state_dict's agreement: what every rank raises from what the ranks gathered.
+TEST(StateDict, DescribeByRank) {
+  auto ranks = [](std::vector<std::pair<uint64_t, std::string>> rows) {
+    std::vector<DictValue> out;
+    for (const auto& [epoch, config] : rows) {
+      out.push_back(DictValue::dict()
+                        .set("epoch", DictValue::integer(epoch))
+                        .set("configuration", DictValue::string(config)));
+    }
+    return out;
+  };
+  EXPECT_EQ(describe_by_rank(ranks({{3, "a"}, {3, "a"}})), "");
+  EXPECT_EQ(describe_by_rank(ranks({{3, "a"}, {4, "b"}, {3, "a"}})),
+            "configuration = 'a' on ranks 0, 2; 'b' on rank 1; epoch = 3 on ranks 0, 2; 4 on "
+            "rank 1");
+  std::vector<DictValue> missing = ranks({{3, "a"}});
+  missing.push_back(DictValue::dict().set("epoch", DictValue::integer(3)));
+  EXPECT_EQ(describe_by_rank(missing), "configuration = 'a' on rank 0; None on rank 1");
+
+  auto call = [](const char* name) {
+    return DictValue::dict().set("distsampler_call", DictValue::string(name));
+  };
+  EXPECT_EQ(describe_collectives({call("load_state_dict"), call("load_state_dict")},
+                                 "load_state_dict"),
+            "");
+  EXPECT_EQ(describe_collectives({call("load_state_dict"), call("check_configuration"),
+                                  DictValue::integer(7)},
+                                 "load_state_dict"),
+            "the ranks are in different collectives (call = 'load_state_dict' on rank 0; "
+            "'check_configuration' on rank 1; 'another collective' on rank 2): every rank must "
+            "call load_state_dict (and start its passes) in the same order");
+
+  std::vector<DictValue> loaded = ranks({{3, "a"}, {4, "a"}});
+  for (DictValue& rank : loaded) rank.set("error", DictValue::none());
+  EXPECT_EQ(describe_checkpoints(loaded),
+            "the ranks loaded different checkpoints, refusing to resume: epoch = 3 on rank 0; 4 "
+            "on rank 1");
+  loaded[1].set("error", DictValue::string("ValueError: bad"));
+  EXPECT_EQ(describe_checkpoints(loaded),
+            "the checkpoint could not be loaded on every rank, refusing to resume: rank 1: "
+            "ValueError: bad");
+  EXPECT_EQ(describe_checkpoints(ranks({{3, "a"}, {3, "a"}})), "");
 }
 
 }  // namespace

@@ -75,6 +75,18 @@ TEST(TorchGenerator, FillEqualsRepeatedDraws) {
   EXPECT_EQ(a.random(), b.random());
 }
 
+// Python's randperm="auto": the variant of the installed torch (PR 143875 came in 2.6).
+TEST(TorchRandperm, VariantOfATorchRelease) {
+  EXPECT_EQ(randperm_variant_of_torch("1.13.1"), RandpermVariant::kClassic);
+  EXPECT_EQ(randperm_variant_of_torch("2.5.1+cpu"), RandpermVariant::kClassic);
+  EXPECT_EQ(randperm_variant_of_torch("2.6.0"), RandpermVariant::kCurrent);
+  EXPECT_EQ(randperm_variant_of_torch("2.13.0+cpu"), RandpermVariant::kCurrent);
+  EXPECT_EQ(randperm_variant_of_torch("3.0"), RandpermVariant::kCurrent);
+  for (const char* bad : {"", "2", "x.1", "2.", "2.x"}) {
+    EXPECT_THROW(randperm_variant_of_torch(bad), std::invalid_argument) << bad;
+  }
+}
+
 TEST(TorchRandperm, MatchesPyTorchGoldenValues) {
   EXPECT_EQ(torch_randperm(10, 0), (std::vector<uint64_t>{4, 1, 7, 5, 3, 9, 0, 8, 6, 2}));
   EXPECT_EQ(torch_randperm(10, 42), (std::vector<uint64_t>{2, 6, 1, 8, 4, 5, 0, 9, 3, 7}));

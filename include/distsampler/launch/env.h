@@ -6,6 +6,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace distsampler {
 
@@ -54,6 +56,26 @@ void refuse_slurm_outside_step(const EnvLookup& lookup, const std::string& remed
 // std::invalid_argument naming `name` and the value when it is malformed or has no such node.
 uint64_t slurm_tasks_on_node(const std::string& tasks_per_node, uint64_t node_id,
                              const char* name = "SLURM_STEP_TASKS_PER_NODE");
+
+// The first host of a SLURM host list, what `scontrol show hostnames` prints first
+// ("node[01-04,07],gpu3" -> "node01", "rack[2-3]-n[005-006]" -> "rack2-n005"): each bracket group
+// gives its first number, zero padding kept. Throws std::invalid_argument naming the list when it
+// is not host names and bracketed ranges.
+std::string slurm_first_host(const std::string& nodelist);
+
+// The address of the master for a SLURM node list (distsampler.launch asks scontrol).
+using MasterAddress = std::function<std::string(const std::string& nodelist)>;
+
+// torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) from a SLURM job
+// step's, without those `lookup` already has; empty when neither SLURM_PROCID nor SLURM_NTASKS is
+// set. WORLD_SIZE is the step's SLURM_STEP_NUM_TASKS, else SLURM_NTASKS; LOCAL_RANK
+// SLURM_LOCALID when set; MASTER_ADDR `master_address` of SLURM_STEP_NODELIST, else
+// SLURM_JOB_NODELIST; MASTER_PORT in [12000, 32000) (below Linux's ephemeral range) from
+// SLURM_JOB_ID and SLURM_STEP_ID: the same on every task of a step, another for the job's other
+// steps. Throws std::runtime_error (one line) outside a step (refuse_slurm_outside_step) or when a
+// variable it needs is unset, std::invalid_argument for a value that is not a count.
+std::vector<std::pair<std::string, std::string>> slurm_torchrun_env(
+    const EnvLookup& lookup, const MasterAddress& master_address);
 
 // The rank and world size to use: `rank` and `world_size` when both are given (validated),
 // otherwise the launcher's (given values win over the environment). Throws std::invalid_argument
