@@ -173,7 +173,7 @@ void bind_policy(py::module_& m) {
         const bool above =
             PyObject_RichCompareBool(index.ptr(), py::int_(UINT64_MAX).ptr(), Py_GT);
         if (below || above) {
-          throw std::invalid_argument(name + " = " + std::string(py::str(index)) +
+          throw std::invalid_argument(name + " = " + std::string(py::repr(index)) +
                                       " is out of range; allowed: " + std::to_string(minimum) +
                                       " <= " + name + " <= 2^64 - 1");
         }
