@@ -37,7 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchrun_kill_resume import LEFTOVER_GRACE, kill_leftovers  # noqa: E402
+from torchrun_kill_resume import LEFTOVER_GRACE, launch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "tokens")
@@ -51,21 +51,12 @@ def torchrun(package_dir, nproc, args, out, timeout):
     output goes to files (see torchrun_kill_resume.torchrun: a worker left behind keeps pipes
     open); the launch's processes, which all name `out`, are awaited and the leftovers killed."""
     env = dict(os.environ, PYTHONPATH=package_dir, OMP_NUM_THREADS="1")
-    with tempfile.TemporaryDirectory() as logs, tempfile.TemporaryFile("w+") as stdout:
+    with tempfile.TemporaryDirectory() as logs:
         cmd = [sys.executable, "-m", "distsampler.torchrun", "--nnodes=1",
                f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
                "--redirects", "2", "--tee", "2", "--monitor_interval", "0.1", "--log_dir", logs,
                TRAIN, "--out", out] + args
-        proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
-        try:
-            proc.wait(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            left = kill_leftovers(out, LEFTOVER_GRACE)
-        stdout.seek(0)
-        r = subprocess.CompletedProcess(cmd, proc.returncode, stdout.read(), "")
+        r, left = launch(cmd, env, out, timeout, merge_stderr=True)
     assert not left, (f"{len(left)} processes of the launch were still alive {LEFTOVER_GRACE} s "
                       "after torchrun exited (killed):\n" + "\n".join(left))
     return r

@@ -67,9 +67,20 @@ def torchrun(example, nproc, args, package_dir, logs, timeout):
     # stdout and stderr open, so a reader waiting for their end would wait for it. torchrun's own
     # exit is what is awaited; the run's processes still alive LEFTOVER_GRACE seconds later are
     # killed, named, and fail the test.
-    marker = args[args.index("--checkpoint") + 1]
+    r, left = launch(cmd, env, args[args.index("--checkpoint") + 1], timeout)
+    assert not left, (f"{len(left)} processes of the run were still alive {LEFTOVER_GRACE} s "
+                      "after torchrun exited (leaked DataLoader workers or ranks; killed):\n"
+                      + "\n".join(left))
+    return r
+
+
+def launch(cmd, env, marker, timeout, merge_stderr=False):
+    """(CompletedProcess, leftovers): torchrun's `cmd` run with its output in files, awaited up to
+    `timeout`, then its processes (those whose command line holds `marker`) still alive
+    LEFTOVER_GRACE seconds later killed and listed. merge_stderr: stderr into stdout."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        proc = subprocess.Popen(cmd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT if merge_stderr else err, text=True)
         try:
             proc.wait(timeout=timeout)
         finally:
@@ -82,11 +93,7 @@ def torchrun(example, nproc, args, package_dir, logs, timeout):
                       + "\n".join(f"        {line}" for line in left), flush=True)
         out.seek(0)
         err.seek(0)
-        r = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
-    assert not left, (f"{len(left)} processes of the run were still alive {LEFTOVER_GRACE} s "
-                      "after torchrun exited (leaked DataLoader workers or ranks; killed):\n"
-                      + "\n".join(left))
-    return r
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read()), left
 
 
 def run_processes(marker):
