@@ -257,6 +257,12 @@ def test_state_dict_inside_a_step_is_refused(corpus):
     assert s.state_dict()["consumed"] == B
 
 
+def test_persistent_workers_are_refused_naming_why(corpus):
+    # a persistent worker would keep the stream's position of the loader's first start
+    with pytest.raises(ValueError, match="persistent_workers=True: a stream's workers start"):
+        next(stream(corpus, "concat").loader(num_workers=2, persistent_workers=True))
+
+
 def test_a_bad_or_foreign_state_is_refused_and_changes_nothing(corpus):
     s = stream(corpus, "concat")
     read(s, 2, 0)
