@@ -1,6 +1,7 @@
 // bind_tokens.cc: tokens/plan.h and loader/tokens.h: a token plan over Megatron indexed sources,
 // whose steps come back as numpy rows (read with the GIL released).
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -12,19 +13,71 @@ namespace distsampler {
 namespace python {
 namespace {
 
+// The edits as Python gives them: changes (step, weights), ramps (start, end, weights), appends
+// (step, source, shard prefixes) and skips (step, [(source, document), ...]).
+using Changes = std::vector<std::tuple<uint64_t, std::vector<double>>>;
+using Ramps = std::vector<std::tuple<uint64_t, uint64_t, std::vector<double>>>;
+using Appends = std::vector<std::tuple<uint64_t, uint32_t, std::vector<std::string>>>;
+using Skips = std::vector<std::tuple<uint64_t, std::vector<std::pair<uint32_t, uint64_t>>>>;
+struct Edits {
+  Changes changes;
+  Ramps ramps;
+  Appends appends;
+  Skips skips;
+};
+
+std::vector<TokenEdit> token_edits(const Edits& in) {
+  std::vector<TokenEdit> out;
+  for (size_t i = 0; i < in.changes.size(); ++i) {
+    TokenEdit e;
+    e.edit.label = "changes[" + std::to_string(i) + "]";
+    std::tie(e.edit.step, e.edit.weights) = in.changes[i];
+    e.edit.until = e.edit.step;
+    out.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < in.ramps.size(); ++i) {
+    TokenEdit e;
+    e.edit.label = "ramps[" + std::to_string(i) + "]";
+    std::tie(e.edit.step, e.edit.until, e.edit.weights) = in.ramps[i];
+    if (e.edit.until <= e.edit.step) {
+      throw std::invalid_argument(e.edit.label + ": end = " + std::to_string(e.edit.until) +
+                                  " must follow start = " + std::to_string(e.edit.step));
+    }
+    out.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < in.appends.size(); ++i) {
+    TokenEdit e;
+    e.edit.kind = MixEdit::Kind::kAppend;
+    e.edit.label = "appends[" + std::to_string(i) + "]";
+    std::tie(e.edit.step, e.edit.source, e.append) = in.appends[i];
+    out.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < in.skips.size(); ++i) {
+    TokenEdit e;
+    e.edit.kind = MixEdit::Kind::kSkip;
+    e.edit.label = "skips[" + std::to_string(i) + "]";
+    std::tie(e.edit.step, e.edit.skip) = in.skips[i];
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 // The plan and the sources it reads, with what made them (for pickling).
 struct TokenStreamCore {
   std::vector<std::vector<std::string>> prefixes;
-  std::vector<std::shared_ptr<const IndexedLengths>> sources;
+  Edits edits;
+  std::vector<std::shared_ptr<const IndexedLengths>> sources;  // per source: every shard
   TokenPlanOptions options;
   std::shared_ptr<TokenPlan> plan;
 
-  TokenStreamCore(std::vector<std::vector<std::string>> prefixes_in, TokenPlanOptions options_in)
-      : prefixes(std::move(prefixes_in)), options(std::move(options_in)) {
-    sources = open_token_sources(prefixes);
-    plan = std::make_shared<TokenPlan>(
-        std::vector<std::shared_ptr<const DocumentLengths>>(sources.begin(), sources.end()),
-        options);
+  TokenStreamCore(std::vector<std::vector<std::string>> prefixes_in, TokenPlanOptions options_in,
+                  Edits edits_in)
+      : prefixes(std::move(prefixes_in)), edits(std::move(edits_in)),
+        options(std::move(options_in)) {
+    TokenRun run = open_token_run(prefixes, token_edits(edits));
+    sources = std::move(run.readers);
+    options.edits = std::move(run.edits);
+    plan = std::make_shared<TokenPlan>(run.sources, options);
   }
   TokenStreamCore copy() const {
     TokenStreamCore out = *this;
@@ -89,13 +142,16 @@ void bind_tokens(py::module_& m) {
                               "sources (tokens/plan.h), read a step at a time")
       .def(py::init([](std::vector<std::vector<std::string>> prefixes,
                        std::vector<double> weights, uint64_t seq_len, uint64_t global_batch,
-                       uint64_t seed, const std::string& packing, uint64_t window) {
-             return TokenStreamCore(std::move(prefixes), make_options(std::move(weights), seq_len,
-                                                                      global_batch, seed, packing,
-                                                                      window));
+                       uint64_t seed, const std::string& packing, uint64_t window,
+                       Changes changes, Ramps ramps, Appends appends, Skips skips) {
+             return TokenStreamCore(
+                 std::move(prefixes),
+                 make_options(std::move(weights), seq_len, global_batch, seed, packing, window),
+                 Edits{std::move(changes), std::move(ramps), std::move(appends), std::move(skips)});
            }),
            py::arg("prefixes"), py::arg("weights"), py::arg("seq_len"), py::arg("global_batch"),
-           py::arg("seed"), py::arg("packing"), py::arg("window"))
+           py::arg("seed"), py::arg("packing"), py::arg("window"), py::arg("changes") = Changes{},
+           py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{})
       .def_property_readonly("step", [](const TokenStreamCore& s) { return s.plan->step(); })
       .def_property_readonly("sequence",
                              [](const TokenStreamCore& s) { return s.plan->sequence(); })
@@ -143,13 +199,16 @@ void bind_tokens(py::module_& m) {
             const TokenPlanOptions& o = s.options;
             return py::make_tuple(s.prefixes, o.weights, o.seq_len, o.global_batch, o.seed,
                                   std::string(to_string(o.packing)), o.window,
-                                  from_dict_value(s.plan->state_dict(1)));
+                                  from_dict_value(s.plan->state_dict(1)), s.edits.changes,
+                                  s.edits.ramps, s.edits.appends, s.edits.skips);
           },
           [](const py::tuple& t) {
             TokenStreamCore s(t[0].cast<std::vector<std::vector<std::string>>>(),
                               make_options(t[1].cast<std::vector<double>>(), t[2].cast<uint64_t>(),
                                            t[3].cast<uint64_t>(), t[4].cast<uint64_t>(),
-                                           t[5].cast<std::string>(), t[6].cast<uint64_t>()));
+                                           t[5].cast<std::string>(), t[6].cast<uint64_t>()),
+                              Edits{t[8].cast<Changes>(), t[9].cast<Ramps>(),
+                                    t[10].cast<Appends>(), t[11].cast<Skips>()});
             s.plan->load_state_dict(to_dict_value(t[7]));
             return s;
           }));

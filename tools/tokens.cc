@@ -38,7 +38,8 @@ The stream does not depend on W. docs/tokens.md describes it.
           state at its position, that no token of any document is read twice within a source
           epoch and that every document of every finished source epoch is read whole; with
           --sequences, that the run read sequences [0, last checkpoint) exactly once each.
-          Prints one line per source and a verdict.
+          Prints a line per skipped document ("skipped source S epoch E document D"), one
+          line per source and a verdict.
 
 flags:
   --source PREFIX:WEIGHT  a source and its token weight (> 0; normalized); PREFIX may be
@@ -51,6 +52,17 @@ flags:
                           share one token) or best-fit (windows of M pieces packed best-fit
                           decreasing; a document cut only when longer than L + 1) (default concat)
   --window M              best-fit: pieces per window, 1 <= M <= 2^24 (default 1024)
+edits (docs/tokens.md, "Edits"; each from step STEP on, the steps before it unchanged; repeat
+each flag per edit; a resume must give the edits before its checkpoint again):
+  --change STEP:W0,W1,... the weights of every source (new ones included) from STEP on
+  --ramp A:B:W0,W1,...    the weights move linearly from those in force at step A to these at
+                          step B
+  --append STEP:S=PREFIX  PREFIX's documents (shard prefixes joined by commas) join source S,
+                          numbered after its own, in the unread rest of its source epoch; S equal
+                          to the number of sources adds a new source (give its weight with a
+                          --change at STEP)
+  --skip STEP:FILE        the documents FILE lists (lines "source document"; # comments) are
+                          never read from STEP on (one begun before STEP is finished)
 plan:
   --world-size W          ranks (default 1)
   --rank R                0 <= R < W (default 0)
@@ -67,18 +79,105 @@ namespace {
 
 struct Run {
   std::vector<std::vector<std::string>> prefixes;
-  std::vector<std::shared_ptr<const IndexedLengths>> sources;
+  std::vector<TokenEdit> edits;
+  TokenRun opened;
   TokenPlanOptions options;
 };
 
-double parse_weight(const std::string& text, const std::string& source) {
+// `what` names the flag and its value in messages, e.g. "--source a:x".
+double parse_weight(const std::string& text, const std::string& what) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || !(value > 0)) {
-    throw UsageError("--source " + source + ": weight '" + text +
-                     "' is not a finite number > 0");
+    throw UsageError(what + ": weight '" + text + "' is not a finite number > 0");
   }
   return value;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, separator);) out.push_back(item);
+  if (!text.empty() && text.back() == separator) out.emplace_back();
+  return out;
+}
+
+// "STEP:REST" -> STEP, and REST in `rest`.
+uint64_t edit_step(const std::string& value, const std::string& what, std::string& rest) {
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos) throw UsageError(what + ": expected STEP:...");
+  rest = value.substr(colon + 1);
+  return parse_u64(value.substr(0, colon), what);
+}
+
+// The edit flags: --change STEP:W0,W1,..., --ramp START:END:W0,W1,..., --append
+// STEP:SOURCE=PREFIX[,PREFIX...], --skip STEP:FILE (lines "source document").
+std::vector<TokenEdit> parse_edits(Flags& flags) {
+  std::vector<TokenEdit> edits;
+  auto weights_of = [](const std::string& list, const std::string& what) {
+    std::vector<double> weights;
+    for (const std::string& w : split(list, ',')) weights.push_back(parse_weight(w, what));
+    return weights;
+  };
+  for (const std::string& value : flags.take_all("--change")) {
+    TokenEdit e;
+    e.edit.label = "--change " + value;
+    std::string rest;
+    e.edit.step = e.edit.until = edit_step(value, e.edit.label, rest);
+    e.edit.weights = weights_of(rest, e.edit.label);
+    edits.push_back(std::move(e));
+  }
+  for (const std::string& value : flags.take_all("--ramp")) {
+    TokenEdit e;
+    e.edit.label = "--ramp " + value;
+    std::string rest, weights;
+    e.edit.step = edit_step(value, e.edit.label, rest);
+    e.edit.until = edit_step(rest, e.edit.label, weights);
+    if (e.edit.until <= e.edit.step) throw UsageError(e.edit.label + ": END must follow START");
+    e.edit.weights = weights_of(weights, e.edit.label);
+    edits.push_back(std::move(e));
+  }
+  for (const std::string& value : flags.take_all("--append")) {
+    TokenEdit e;
+    e.edit.kind = MixEdit::Kind::kAppend;
+    e.edit.label = "--append " + value;
+    std::string rest;
+    e.edit.step = edit_step(value, e.edit.label, rest);
+    const size_t equals = rest.find('=');
+    if (equals == std::string::npos) throw UsageError(e.edit.label + ": expected STEP:SOURCE=PREFIX");
+    const uint64_t source = parse_u64(rest.substr(0, equals), e.edit.label);
+    if (source >= Mixer::kMaxSources) throw UsageError(e.edit.label + ": source out of range");
+    e.edit.source = static_cast<uint32_t>(source);
+    e.append = split(rest.substr(equals + 1), ',');
+    for (const std::string& shard : e.append) {
+      if (shard.empty()) throw UsageError(e.edit.label + ": an empty shard prefix");
+    }
+    edits.push_back(std::move(e));
+  }
+  for (const std::string& value : flags.take_all("--skip")) {
+    TokenEdit e;
+    e.edit.kind = MixEdit::Kind::kSkip;
+    e.edit.label = "--skip " + value;
+    std::string path;
+    e.edit.step = edit_step(value, e.edit.label, path);
+    std::ifstream in(path);
+    if (!in) throw UsageError(e.edit.label + ": cannot open " + path);
+    std::string line;
+    for (uint64_t n = 1; std::getline(in, line); ++n) {
+      const std::string where = e.edit.label + ": line " + std::to_string(n);
+      std::stringstream fields(line);
+      std::string source, document, extra;
+      if (!(fields >> source) || source[0] == '#') continue;  // blank or a comment
+      if (!(fields >> document) || (fields >> extra)) {
+        throw UsageError(where + " is '" + line + "'; expected \"source document\"");
+      }
+      const uint64_t s = parse_u64(source, where);
+      if (s >= Mixer::kMaxSources) throw UsageError(where + ": source out of range");
+      e.edit.skip.emplace_back(static_cast<uint32_t>(s), parse_u64(document, where));
+    }
+    edits.push_back(std::move(e));
+  }
+  return edits;
 }
 
 Run parse_run(Flags& flags) {
@@ -88,14 +187,12 @@ Run parse_run(Flags& flags) {
     if (colon == std::string::npos || colon == 0) {
       throw UsageError("--source " + source + ": expected PREFIX:WEIGHT");
     }
-    std::vector<std::string> shards;
-    std::stringstream list(source.substr(0, colon));
-    for (std::string shard; std::getline(list, shard, ',');) {
+    const std::vector<std::string> shards = split(source.substr(0, colon), ',');
+    for (const std::string& shard : shards) {
       if (shard.empty()) throw UsageError("--source " + source + ": an empty shard prefix");
-      shards.push_back(shard);
     }
     run.prefixes.push_back(shards);
-    run.options.weights.push_back(parse_weight(source.substr(colon + 1), source));
+    run.options.weights.push_back(parse_weight(source.substr(colon + 1), "--source " + source));
   }
   if (run.prefixes.empty()) throw UsageError("missing required flag --source");
   run.options.seq_len = flags.take_required_u64("--seq-len");
@@ -106,14 +203,14 @@ Run parse_run(Flags& flags) {
     throw UsageError("--window applies to --packing best-fit only");
   }
   run.options.window = flags.take_u64("--window", TokenPlanOptions::kDefaultWindow);
+  run.edits = parse_edits(flags);
   return run;
 }
 
 TokenPlan make_plan(Run& run) {
-  run.sources = open_token_sources(run.prefixes);
-  return TokenPlan(
-      std::vector<std::shared_ptr<const DocumentLengths>>(run.sources.begin(), run.sources.end()),
-      run.options);
+  run.opened = open_token_run(run.prefixes, run.edits);
+  run.options.edits = run.opened.edits;
+  return TokenPlan(run.opened.sources, run.options);
 }
 
 std::pair<uint64_t, uint64_t> parse_steps(const std::string& text) {
@@ -197,10 +294,6 @@ struct Checkpoint {
   TokenPlanState state;
 };
 
-bool same_state(const TokenPlanState& a, const TokenPlanState& b) {
-  return a.sequence == b.sequence && a.skip == b.skip && a.cursors == b.cursors;
-}
-
 int run_token_audit(Flags& flags, std::ostream& out) {
   Run run = parse_run(flags);
   const std::vector<std::string> paths = flags.take_all("--state");
@@ -226,6 +319,18 @@ int run_token_audit(Flags& flags, std::ostream& out) {
   std::map<std::tuple<uint32_t, uint64_t, uint64_t>, std::vector<std::pair<uint64_t, uint64_t>>>
       read;
   const bool concat = run.options.packing == Packing::kConcat;
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> first_seen;  // (source, epoch) -> sequence
+  // The first sequence a skip list holding (source, document) was in force at (UINT64_MAX: none).
+  auto skip_step = [&](uint32_t source, uint64_t document) {
+    uint64_t first = UINT64_MAX;
+    for (const MixEdit& e : plan.mixer().edits()) {
+      if (e.kind == MixEdit::Kind::kSkip &&
+          std::binary_search(e.skip.begin(), e.skip.end(), std::make_pair(source, document))) {
+        first = std::min(first, e.step * run.options.global_batch);
+      }
+    }
+    return first;
+  };
   size_t next = 0;
   int failures = 0;
   auto fail = [&](const std::string& what) {
@@ -233,13 +338,14 @@ int run_token_audit(Flags& flags, std::ostream& out) {
   };
   for (uint64_t k = 0; k <= end; ++k) {
     for (; next < checkpoints.size() && checkpoints[next].state.sequence == k; ++next) {
-      if (!same_state(plan.state(), checkpoints[next].state)) {
+      if (!(plan.state() == checkpoints[next].state)) {
         fail("checkpoint " + checkpoints[next].path + " at sequence " + std::to_string(k) +
              " is not the plan's state there");
       }
     }
     if (k == end) break;
     PlannedSequence s = plan.next();
+    for (const Span& x : s.spans) first_seen.emplace(std::make_pair(x.source, x.epoch), k);
     uint64_t owned = concat ? run.options.seq_len : s.tokens();  // concat: the last is k + 1's
     for (const Span& x : s.spans) {
       const uint64_t take = std::min<uint64_t>(owned, x.end - x.begin);
@@ -248,7 +354,7 @@ int run_token_audit(Flags& flags, std::ostream& out) {
     }
   }
   // No token read twice anywhere; every document of every finished source epoch read whole.
-  const std::vector<SourceCursor> cursors = plan.state().cursors;  // at the last checkpoint
+  const std::vector<SourceCursor> cursors = plan.state().mix.cursors;  // at the last checkpoint
   for (auto& [key, ranges] : read) {
     const auto& [source, epoch, document] = key;
     std::sort(ranges.begin(), ranges.end());
@@ -262,11 +368,18 @@ int run_token_audit(Flags& flags, std::ostream& out) {
       at = std::max(at, end_token);
     }
   }
-  for (uint32_t s = 0; s < run.sources.size(); ++s) {
-    const DocumentLengths& lengths = *run.sources[s];
-    uint64_t whole = 0;
-    for (uint64_t e = 0; e < cursors[s].epoch; ++e) {  // the epochs before the live one
-      for (uint64_t d = 0; d < lengths.documents(); ++d) {
+  // Per source epoch, every document at a position the source has passed is read whole, or
+  // unread and on a skip list in force by the time the next epoch began (or the end).
+  const Mixer& mixer = plan.mixer();
+  for (uint32_t s = 0; s < mixer.sources(); ++s) {
+    const DocumentLengths& lengths = mixer.lengths(s);
+    uint64_t whole = 0, skips = 0;
+    for (uint64_t e = 0; e <= cursors[s].epoch; ++e) {
+      const bool live = e == cursors[s].epoch;
+      const uint64_t limit = live ? cursors[s].position : mixer.epoch_size(s, e);
+      auto next_epoch = first_seen.find({s, e + 1});
+      const uint64_t ended = live || next_epoch == first_seen.end() ? end : next_epoch->second;
+      for (const uint64_t d : mixer.epoch_documents(s, e, limit)) {
         if (lengths.length(d) == 0) continue;
         uint64_t covered = 0;
         auto it = read.find({s, e, d});
@@ -275,6 +388,9 @@ int run_token_audit(Flags& flags, std::ostream& out) {
         }
         if (covered == lengths.length(d)) {
           ++whole;
+        } else if (covered == 0 && skip_step(s, d) <= ended) {
+          ++skips;
+          out << "skipped source " << s << " epoch " << e << " document " << d << "\n";
         } else {
           fail("source " + std::to_string(s) + " epoch " + std::to_string(e) + " document " +
                std::to_string(d) + ": " + std::to_string(covered) + " of " +
@@ -283,7 +399,8 @@ int run_token_audit(Flags& flags, std::ostream& out) {
       }
     }
     out << "source " << s << ": " << cursors[s].epoch << " source epochs finished, " << whole
-        << " documents read whole in them; " << cursors[s].consumed << " tokens read in all\n";
+        << " documents read whole, " << skips << " skipped; " << cursors[s].consumed
+        << " tokens read in all\n";
   }
   if (!sequences_path.empty()) {
     std::ifstream in(sequences_path);
@@ -325,7 +442,7 @@ int run_token_audit(Flags& flags, std::ostream& out) {
 int run_tokens(const std::vector<std::string>& args, std::ostream& out) {
   if (args.size() < 2) throw UsageError("tokens: expected a subcommand, plan or audit");
   const std::string& what = args[1];
-  Flags flags(args, 2, {}, {"--source", "--state"});
+  Flags flags(args, 2, {}, {"--source", "--state", "--change", "--ramp", "--append", "--skip"});
   if (what == "plan") return run_plan(flags, out);
   if (what == "audit") return run_token_audit(flags, out);
   throw UsageError("tokens: unknown subcommand '" + what + "'; allowed: plan, audit");

@@ -43,6 +43,7 @@ enum KeyDomain : uint64_t {
   kDomainBatches = 0x42617463'68657331ull,        // "Batches1": the order of batches
   kDomainShards = 0x53686172'64733031ull,         // "Shards01": shard order and windows
   kDomainTokens = 0x546f6b65'6e537263ull,         // "TokenSrc": token sources' document orders
+  kDomainTokensAppend = 0x546f6b41'70706e64ull,   // "TokAppnd": a source's rest after an append
 };
 
 // A counter-based stream: the value at `counter` under `key`, uniform over 64-bit words.

@@ -7,7 +7,7 @@ IterableDataset whose batches are this rank's share of each step, exact through 
 workers, with torchdata's ``Stateful`` methods. docs/tokens.md describes the stream.
 """
 import os
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -19,6 +19,12 @@ from ._passes import resolve_world
 __all__ = ["TokenStream"]
 
 Prefixes = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+
+
+def _shards(prefixes: Prefixes) -> List[str]:
+    if isinstance(prefixes, (str, os.PathLike)):
+        return [os.fspath(prefixes)]
+    return [os.fspath(p) for p in prefixes]
 
 
 def _world(world_size: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
@@ -39,17 +45,31 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     and ``labels`` (LongTensor [m, seq_len], labels one token on), ``loss_mask`` (0 on padding),
     ``position_ids`` (each token's offset in its document), ``segment_ids`` (its document's index
     in the row, -1 on padding), ``sequence`` (global sequence indices) and ``step``.
+
+    Edits from a step on (docs/tokens.md, "Edits"; steps before it read the same sequences as
+    without it, and each source continues its own order): ``changes`` (step, weights) and
+    ``ramps`` (start, end, weights) set the weights of every source (new ones included);
+    ``appends`` (step, source, prefixes) add documents to a source, numbered after its own and
+    joining the unread rest of its epoch, or a new source when ``source`` is the number of
+    sources; ``skips`` (step, [(source, document), ...]) are never read from their step on. A
+    checkpoint records the edits before its step; a resume must declare them again, and may add
+    edits of later steps.
     """
 
     def __init__(self, sources: Sequence[Tuple[Prefixes, float]], *, seq_len: int,
                  global_batch: int, seed: int = 0, packing: str = "concat", window: int = 1024,
                  micro_batch: Optional[int] = None, pad_token: int = 0,
-                 rank: Optional[int] = None, world_size: Optional[int] = None) -> None:
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 changes: Sequence[Tuple[int, Sequence[float]]] = (),
+                 ramps: Sequence[Tuple[int, int, Sequence[float]]] = (),
+                 appends: Sequence[Tuple[int, int, Prefixes]] = (),
+                 skips: Sequence[Tuple[int, Sequence[Tuple[int, int]]]] = ()) -> None:
         self.world_size, self.rank = _world(world_size, rank)
-        prefixes = [[os.fspath(p)] if isinstance(p, (str, os.PathLike)) else
-                    [os.fspath(x) for x in p] for p, _ in sources]
-        self._plan = _core.TokenPlan(prefixes, [float(w) for _, w in sources], seq_len,
-                                     global_batch, seed, packing, window)
+        self._plan = _core.TokenPlan(
+            [_shards(p) for p, _ in sources], [float(w) for _, w in sources], seq_len,
+            global_batch, seed, packing, window, changes=list(changes), ramps=list(ramps),
+            appends=[(step, source, _shards(p)) for step, source, p in appends],
+            skips=list(skips))
         _, per_rank = _core.rank_sequences(global_batch, self.world_size, self.rank, 0)
         self.micro_batch = per_rank if micro_batch is None else micro_batch
         if self.micro_batch <= 0 or per_rank % self.micro_batch:

@@ -1,6 +1,7 @@
 // tokens.cc: reading a plan's sequences (loader/tokens.h).
 #include "distsampler/loader/tokens.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -28,6 +29,38 @@ std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
     }
   }
   return out;
+}
+
+TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
+                        std::vector<TokenEdit> edits) {
+  TokenRun run;
+  for (const auto& source : open_token_sources(prefixes)) run.sources.push_back(source);
+  std::vector<std::vector<std::string>> shards = prefixes;
+  // The mixer numbers appended documents in the order it applies the appends: by step, stably.
+  std::stable_sort(edits.begin(), edits.end(), [](const TokenEdit& a, const TokenEdit& b) {
+    return a.edit.step < b.edit.step;
+  });
+  for (TokenEdit& e : edits) {
+    if (e.edit.kind == MixEdit::Kind::kAppend) {
+      try {
+        e.edit.documents = open_token_sources({e.append}).at(0);
+      } catch (const std::invalid_argument& error) {
+        throw std::invalid_argument(e.edit.label + ": " + error.what());
+      } catch (const FormatError&) {
+        throw;
+      } catch (const std::runtime_error& error) {
+        throw std::runtime_error(e.edit.label + ": " + error.what());
+      }
+      if (e.edit.source == shards.size()) shards.emplace_back();
+      if (e.edit.source < shards.size()) {
+        shards[e.edit.source].insert(shards[e.edit.source].end(), e.append.begin(),
+                                     e.append.end());
+      }
+    }
+    run.edits.push_back(std::move(e.edit));
+  }
+  run.readers = open_token_sources(shards);
+  return run;
 }
 
 TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,

@@ -1,9 +1,12 @@
-// mix.cc: the WF2Q interleaving of token sources (mix.h). Exact integer arithmetic: quotas below
-// 2^33 and token counts below 2^64 multiply into unsigned 128-bit products.
+// mix.cc: the WF2Q interleaving of token sources and its edits (mix.h). Exact integer arithmetic:
+// quotas summing to 2^32 and token counts below 2^64 multiply into 128-bit products.
 #include "distsampler/tokens/mix.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -14,6 +17,8 @@ namespace distsampler {
 namespace {
 
 using Wide = unsigned __int128;
+using SignedWide = __int128;
+constexpr uint64_t kQuotaTotal = uint64_t{1} << Mixer::kQuotaBits;
 
 [[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument(message); }
 
@@ -27,112 +32,435 @@ uint64_t source_seed(uint64_t seed, uint64_t source) {
   return derive_key(seed, source, kDomainTokens);
 }
 
+// Weights as integer quotas summing to exactly 2^32: each floor(2^32 w_s / sum) (at least 1),
+// the units left over to the largest fractions (the lower source on a tie), or taken back from
+// the smallest. `what` names the weights in messages.
+std::vector<uint64_t> quotas_of(const std::vector<double>& weights, const std::string& what) {
+  double sum = 0;
+  for (size_t s = 0; s < weights.size(); ++s) {
+    if (!std::isfinite(weights[s]) || !(weights[s] > 0)) {
+      invalid(what + "[" + std::to_string(s) + "] = " + number(weights[s]) +
+              "; a weight must be finite and positive");
+    }
+    sum += weights[s];
+  }
+  if (!std::isfinite(sum)) invalid(what + ": their sum overflows; scale them down");
+  std::vector<uint64_t> quotas(weights.size());
+  std::vector<double> fraction(weights.size());
+  uint64_t total = 0;
+  for (size_t s = 0; s < weights.size(); ++s) {
+    const double scaled = std::ldexp(weights[s] / sum, Mixer::kQuotaBits);
+    if (scaled < 0.5) {
+      invalid(what + "[" + std::to_string(s) + "] = " + number(weights[s]) +
+              " is below 2^-32 of the weights' sum (" + number(sum) + ")");
+    }
+    const double whole = std::floor(scaled);
+    quotas[s] = std::max<uint64_t>(1, static_cast<uint64_t>(whole));
+    fraction[s] = scaled - whole;
+    total += quotas[s];
+  }
+  std::vector<size_t> order(weights.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return fraction[a] > fraction[b]; });
+  for (size_t i = 0; total < kQuotaTotal; i = (i + 1) % order.size()) ++quotas[order[i]], ++total;
+  for (size_t i = order.size(); total > kQuotaTotal;) {
+    i = (i == 0 ? order.size() : i) - 1;
+    if (quotas[order[i]] > 1) --quotas[order[i]], --total;
+  }
+  return quotas;
+}
+
+// a / b < c / d for b, d > 0, exactly (floor quotients, then remainders below 2^33 crossed).
+bool less_ratio(SignedWide a, uint64_t b, SignedWide c, uint64_t d) {
+  auto floor_div = [](SignedWide n, uint64_t q, SignedWide& rem) {
+    SignedWide f = n / static_cast<SignedWide>(q);
+    rem = n - f * static_cast<SignedWide>(q);
+    if (rem < 0) --f, rem += q;
+    return f;
+  };
+  SignedWide ra = 0, rc = 0;
+  const SignedWide fa = floor_div(a, b, ra), fc = floor_div(c, d, rc);
+  if (fa != fc) return fa < fc;
+  return ra * static_cast<SignedWide>(d) < rc * static_cast<SignedWide>(b);
+}
+
+std::vector<double> normalized(const std::vector<double>& weights) {
+  double sum = 0;
+  for (double w : weights) sum += w;
+  std::vector<double> out;
+  for (double w : weights) out.push_back(w / sum);
+  return out;
+}
+
 }  // namespace
 
 LengthList::LengthList(std::vector<uint32_t> lengths) : lengths_(std::move(lengths)) {
   for (uint32_t length : lengths_) total_ += length;
 }
 
+ConcatLengths::ConcatLengths(std::vector<std::shared_ptr<const DocumentLengths>> parts)
+    : parts_(std::move(parts)), starts_{0} {
+  for (const auto& part : parts_) {
+    starts_.push_back(starts_.back() + part->documents());
+    total_ += part->total_tokens();
+  }
+}
+
+uint32_t ConcatLengths::length(uint64_t document) const {
+  const size_t part = std::upper_bound(starts_.begin(), starts_.end(), document) - starts_.begin() - 1;
+  return parts_[part]->length(document - starts_[part]);
+}
+
+uint64_t Mixer::EpochOrder::size() const {
+  return parts.empty() ? base.size() : parts.back().start + parts.back().rest.size();
+}
+
+uint64_t Mixer::EpochOrder::at(uint64_t position) const {
+  for (size_t k = parts.size(); k-- > 0;) {
+    const Part& part = parts[k];
+    if (position < part.start) continue;  // read before the landing: the earlier order's
+    const uint64_t x = part.rest(position - part.start);
+    const uint64_t unread = part.before - part.start;
+    if (x >= unread) return part.before + (x - unread);  // an appended document
+    position = part.start + x;
+  }
+  return base(position);
+}
+
 Mixer::Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources,
-             std::vector<double> weights, uint64_t seed, uint64_t piece_tokens)
-    : sources_(std::move(sources)), seed_(seed), piece_tokens_(piece_tokens) {
-  if (sources_.empty()) invalid("sources: none given; at least one source is needed");
-  if (sources_.size() > kMaxSources) {
-    invalid("sources: " + std::to_string(sources_.size()) + " given; at most " +
+             std::vector<double> weights, uint64_t seed, uint64_t piece_tokens,
+             std::vector<MixEdit> edits)
+    : initial_(std::move(sources)),
+      initial_weights_(std::move(weights)),
+      edits_(std::move(edits)),
+      seed_(seed),
+      piece_tokens_(piece_tokens) {
+  if (initial_.empty()) invalid("sources: none given; at least one source is needed");
+  if (initial_.size() > kMaxSources) {
+    invalid("sources: " + std::to_string(initial_.size()) + " given; at most " +
             std::to_string(kMaxSources) + " allowed");
   }
-  if (weights.size() != sources_.size()) {
-    invalid("weights: " + std::to_string(weights.size()) + " given for " +
-            std::to_string(sources_.size()) + " sources; one weight per source");
+  if (initial_weights_.size() != initial_.size()) {
+    invalid("weights: " + std::to_string(initial_weights_.size()) + " given for " +
+            std::to_string(initial_.size()) + " sources; one weight per source");
   }
   if (piece_tokens_ == 0) invalid("piece_tokens = 0; at least 1 token per piece");
-  double sum = 0;
-  for (size_t s = 0; s < weights.size(); ++s) {
-    if (!std::isfinite(weights[s]) || !(weights[s] > 0)) {
-      invalid("weights[" + std::to_string(s) + "] = " + number(weights[s]) +
-              "; a weight must be finite and positive");
-    }
-    sum += weights[s];
-  }
-  if (!std::isfinite(sum)) invalid("weights: their sum overflows; scale them down");
-  for (size_t s = 0; s < weights.size(); ++s) {
-    const double scaled = std::ldexp(weights[s] / sum, kQuotaBits);
-    const uint64_t quota = static_cast<uint64_t>(std::llround(scaled));
-    if (quota == 0) {
-      invalid("weights[" + std::to_string(s) + "] = " + number(weights[s]) +
-              " is below 2^-32 of the weights' sum (" + number(sum) + ")");
-    }
-    quotas_.push_back(quota);
-    quota_sum_ += quota;
-  }
-  for (size_t s = 0; s < sources_.size(); ++s) {
-    if (!sources_[s]) invalid("sources[" + std::to_string(s) + "]: missing");
-    if (sources_[s]->total_tokens() == 0) {
+  quotas_ = quotas_of(initial_weights_, "weights");
+  for (size_t s = 0; s < initial_.size(); ++s) {
+    if (!initial_[s]) invalid("sources[" + std::to_string(s) + "]: missing");
+    if (initial_[s]->total_tokens() == 0) {
       invalid("sources[" + std::to_string(s) + "] has no tokens (" +
-              std::to_string(sources_[s]->documents()) + " documents, all empty)");
+              std::to_string(initial_[s]->documents()) + " documents, all empty)");
     }
   }
-  cursors_.assign(sources_.size(), SourceCursor{});
-  live_.resize(sources_.size());
-  for (size_t s = 0; s < sources_.size(); ++s) {
-    const auto source = static_cast<uint32_t>(s);
-    live_[s].order = FeistelPermutation(sources_[s]->documents(), source_seed(seed_, s), 0);
-    settle(source);
+  // The edits, by step (stably), each checked against what is in force at its step: a step's
+  // appends apply first, then its skip lists, then its weights.
+  std::stable_sort(edits_.begin(), edits_.end(),
+                   [](const MixEdit& a, const MixEdit& b) { return a.step < b.step; });
+  ramp_from_.assign(edits_.size(), {});
+  creates_.assign(edits_.size(), false);
+  std::vector<uint64_t> documents, tokens;
+  for (const auto& source : initial_) {
+    documents.push_back(source->documents());
+    tokens.push_back(source->total_tokens());
   }
+  std::vector<std::vector<std::shared_ptr<const DocumentLengths>>> parts;
+  for (const auto& source : initial_) parts.push_back({source});
+  std::set<std::pair<uint32_t, uint64_t>> skipped;
+  std::vector<uint64_t> skipped_tokens(initial_.size(), 0);
+  std::vector<double> in_force = initial_weights_;
+  const MixEdit* ramp = nullptr;  // the latest weights edit, when a ramp
+  for (size_t first = 0; first < edits_.size();) {
+    const uint64_t step = edits_[first].step;
+    size_t last = first;
+    while (last < edits_.size() && edits_[last].step == step) ++last;
+    for (const MixEdit::Kind kind : {MixEdit::Kind::kAppend, MixEdit::Kind::kSkip,
+                                     MixEdit::Kind::kWeights}) {
+      for (size_t i = first; i < last; ++i) {
+        MixEdit& e = edits_[i];
+        if (e.kind != kind) continue;
+        const std::string& at = e.label;
+        if (kind == MixEdit::Kind::kAppend) {
+          if (!e.documents || e.documents->documents() == 0) invalid(at + ": no documents");
+          if (e.source > parts.size()) {
+            invalid(at + ": source = " + std::to_string(e.source) + "; allowed: 0 to " +
+                    std::to_string(parts.size()) + " (" + std::to_string(parts.size()) +
+                    " adds a new source)");
+          }
+          if (e.source == parts.size()) {
+            if (parts.size() == kMaxSources) invalid(at + ": more than 2^20 sources");
+            if (e.documents->total_tokens() == 0) invalid(at + ": a new source with no tokens");
+            creates_[i] = true;
+            parts.push_back({e.documents});
+            documents.push_back(e.documents->documents());
+            tokens.push_back(e.documents->total_tokens());
+            skipped_tokens.push_back(0);
+          } else {
+            parts[e.source].push_back(e.documents);
+            documents[e.source] += e.documents->documents();
+            tokens[e.source] += e.documents->total_tokens();
+          }
+        } else if (kind == MixEdit::Kind::kSkip) {
+          std::sort(e.skip.begin(), e.skip.end());
+          e.skip.erase(std::unique(e.skip.begin(), e.skip.end()), e.skip.end());
+          for (const auto& [source, document] : e.skip) {
+            if (source >= parts.size()) {
+              invalid(at + ": source " + std::to_string(source) + " does not exist at step " +
+                      std::to_string(step) + " (" + std::to_string(parts.size()) + " sources)");
+            }
+            if (document >= documents[source]) {
+              invalid(at + ": document " + std::to_string(document) + " of source " +
+                      std::to_string(source) + " does not exist at step " +
+                      std::to_string(step) + " (" + std::to_string(documents[source]) +
+                      " documents)");
+            }
+            if (!skipped.insert({source, document}).second) continue;
+            skipped_tokens[source] += ConcatLengths(parts[source]).length(document);
+            if (skipped_tokens[source] == tokens[source]) {
+              invalid(at + ": every document of source " + std::to_string(source) +
+                      " with tokens is skipped; a source must keep at least one");
+            }
+          }
+        } else {
+          if (ramp != nullptr && step < ramp->until) {
+            invalid(at + ": step " + std::to_string(step) + " falls inside the ramp " +
+                    ramp->label + " (steps " + std::to_string(ramp->step) + " to " +
+                    std::to_string(ramp->until) + "); ramps and changes may not overlap");
+          }
+          if (e.until < e.step) e.until = e.step;
+          ramp_from_[i] = in_force;
+          if (e.until > e.step && in_force.size() != e.weights.size()) {
+            invalid(at + ": ramps from " + std::to_string(in_force.size()) + " sources to " +
+                    std::to_string(e.weights.size()) + "; a new source needs a change at its "
+                    "step, not a ramp");
+          }
+          quotas_of(e.weights, at);
+          in_force = e.weights;
+          ramp = e.until > e.step ? &e : nullptr;
+        }
+      }
+    }
+    if (in_force.size() != parts.size()) {
+      invalid("step " + std::to_string(step) + ": " + std::to_string(in_force.size()) +
+              " weights in force for " + std::to_string(parts.size()) +
+              " sources; give the weights of every source (new ones included) at the step a "
+              "source is added");
+    }
+    first = last;
+  }
+  mix_.cursors.assign(initial_.size(), SourceCursor{});
+  mix_.targets.assign(initial_.size(), 0);
+  sources_ = {initial_.begin(), initial_.end()};
+  live_.resize(initial_.size());
+  for (size_t s = 0; s < initial_.size(); ++s) {
+    live_[s].order = order_of(static_cast<uint32_t>(s), 0, {}, *initial_[s]);
+    settle(static_cast<uint32_t>(s));
+  }
+  next_change_ = 0;
+  advance(0);  // the edits of step 0
+}
+
+uint64_t Mixer::first_documents(uint32_t source) const {
+  if (source < initial_.size()) return initial_[source]->documents();
+  for (size_t i = 0; i < edits_.size(); ++i) {
+    if (creates_[i] && edits_[i].source == source) return edits_[i].documents->documents();
+  }
+  return 0;
+}
+
+std::vector<double> Mixer::weights_at(uint64_t step) const {
+  const MixEdit* latest = nullptr;
+  size_t index = 0;
+  for (size_t i = 0; i < edits_.size() && edits_[i].step <= step; ++i) {
+    if (edits_[i].kind == MixEdit::Kind::kWeights) latest = &edits_[i], index = i;
+  }
+  if (latest == nullptr) return initial_weights_;
+  if (step >= latest->until) return latest->weights;
+  // A ramp: linear between the normalized weights at its first and last step.
+  const double f = static_cast<double>(step - latest->step) /
+                   static_cast<double>(latest->until - latest->step);
+  const std::vector<double> from = normalized(ramp_from_[index]), to = normalized(latest->weights);
+  std::vector<double> out(to.size());
+  for (size_t s = 0; s < to.size(); ++s) out[s] = (1 - f) * from[s] + f * to[s];
+  return out;
+}
+
+Mixer::Config Mixer::config_at(uint64_t step) const {
+  Config config;
+  std::vector<std::vector<std::shared_ptr<const DocumentLengths>>> parts;
+  for (const auto& source : initial_) parts.push_back({source});
+  size_t applied = 0;
+  for (; applied < edits_.size() && edits_[applied].step <= step; ++applied) {
+    const MixEdit& e = edits_[applied];
+    if (e.kind != MixEdit::Kind::kAppend) continue;
+    if (creates_[applied]) {
+      parts.push_back({e.documents});
+    } else {
+      parts[e.source].push_back(e.documents);
+    }
+  }
+  for (auto& list : parts) {
+    config.sources.push_back(list.size() == 1 ? list[0]
+                                              : std::make_shared<ConcatLengths>(std::move(list)));
+  }
+  config.quotas = quotas_of(weights_at(step), "weights");
+  config.next_change = applied < edits_.size() ? edits_[applied].step : UINT64_MAX;
+  // Inside a ramp every step changes the quotas.
+  for (size_t i = 0; i < applied; ++i) {
+    const MixEdit& e = edits_[i];
+    if (e.kind == MixEdit::Kind::kWeights && e.step <= step && step < e.until) {
+      config.next_change = std::min(config.next_change, step + 1);
+    }
+  }
+  return config;
+}
+
+Mixer::EpochOrder Mixer::order_of(uint32_t source, uint64_t epoch,
+                                  const std::vector<Landing>& landings,
+                                  const DocumentLengths& lengths) const {
+  uint64_t size = first_documents(source);
+  for (const Landing& l : landings) {
+    if (l.source == source && l.epoch < epoch) size += edits_[l.edit].documents->documents();
+  }
+  EpochOrder order;
+  order.base = FeistelPermutation(size, source_seed(seed_, source), epoch);
+  for (const Landing& l : landings) {
+    if (l.source != source || l.epoch != epoch) continue;
+    const uint64_t before = order.size();
+    if (l.start > before) {
+      invalid("landing of edit " + std::to_string(l.edit) + " at position " +
+              std::to_string(l.start) + " but source " + std::to_string(source) + " epoch " +
+              std::to_string(epoch) + " had " + std::to_string(before) + " positions");
+    }
+    const uint64_t added = edits_[l.edit].documents->documents();
+    order.parts.push_back(EpochOrder::Part{
+        l.start, before,
+        FeistelPermutation(before - l.start + added,
+                           derive_key(source_seed(seed_, source), l.edit, kDomainTokensAppend),
+                           epoch)});
+  }
+  if (order.size() > lengths.documents()) {
+    invalid("source " + std::to_string(source) + " epoch " + std::to_string(epoch) + " has " +
+            std::to_string(order.size()) + " positions but " +
+            std::to_string(lengths.documents()) + " documents");
+  }
+  return order;
+}
+
+bool Mixer::skipped(uint32_t source, uint64_t document) const {
+  for (size_t i = 0; i < applied_; ++i) {
+    const MixEdit& e = edits_[i];
+    if (e.kind == MixEdit::Kind::kSkip &&
+        std::binary_search(e.skip.begin(), e.skip.end(), std::make_pair(source, document))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 uint64_t Mixer::document_at(uint32_t source, uint64_t epoch, uint64_t position) const {
-  if (epoch == cursors_[source].epoch) return live_[source].order.at(position);
-  return FeistelPermutation(sources_[source]->documents(), source_seed(seed_, source), epoch)
-      .at(position);
+  if (epoch == mix_.cursors[source].epoch) return live_[source].order.at(position);
+  return order_of(source, epoch, mix_.landings, *sources_[source]).at(position);
+}
+
+std::vector<uint64_t> Mixer::epoch_documents(uint32_t source, uint64_t epoch,
+                                             uint64_t count) const {
+  const EpochOrder order = order_of(source, epoch, mix_.landings, *sources_[source]);
+  std::vector<uint64_t> out;
+  for (uint64_t p = 0; p < count && p < order.size(); ++p) out.push_back(order.at(p));
+  return out;
+}
+
+uint64_t Mixer::epoch_size(uint32_t source, uint64_t epoch) const {
+  return order_of(source, epoch, mix_.landings, *sources_[source]).size();
 }
 
 void Mixer::settle(uint32_t source) {
-  SourceCursor& c = cursors_[source];
+  SourceCursor& c = mix_.cursors[source];
   Live& live = live_[source];
   const uint64_t documents = sources_[source]->documents();
   for (uint64_t visited = 0;; ++visited) {
     if (visited > documents) {  // a whole epoch of empty documents: the lengths contradict
       throw std::runtime_error("sources[" + std::to_string(source) + "]: every document is " +
-                               "empty, but its total_tokens() = " +
+                               "empty or skipped, but its total_tokens() = " +
                                std::to_string(sources_[source]->total_tokens()));
     }
-    if (c.position == documents) {
+    if (c.position == live.order.size()) {
       ++c.epoch;
       c.position = 0;
       c.offset = 0;
-      live.order = FeistelPermutation(documents, source_seed(seed_, source), c.epoch);
+      live.order = order_of(source, c.epoch, mix_.landings, *sources_[source]);
     }
     live.document = live.order.at(c.position);
     live.length = sources_[source]->length(live.document);
-    if (c.offset < live.length) return;
-    ++c.position;  // the document is done (or empty)
+    if (c.offset < live.length && !(c.offset == 0 && skipped(source, live.document))) return;
+    ++c.position;  // the document is done (or empty, or skipped)
     c.offset = 0;
   }
 }
 
+void Mixer::advance(uint64_t step) {
+  if (step < next_change_) return;
+  size_t last = applied_;
+  while (last < edits_.size() && edits_[last].step <= step) ++last;
+  Config config = config_at(step);
+  // Appends: a new source starts at its first document; documents appended to a source join
+  // the unread rest of its current epoch (a document begun stays where it is).
+  sources_ = config.sources;
+  for (size_t i = applied_; i < last; ++i) {
+    const MixEdit& e = edits_[i];
+    if (e.kind != MixEdit::Kind::kAppend) continue;
+    if (creates_[i]) {
+      mix_.cursors.push_back(SourceCursor{});
+      mix_.targets.push_back(0);
+      live_.emplace_back();
+      live_.back().order = order_of(e.source, 0, mix_.landings, *sources_[e.source]);
+    } else {
+      const SourceCursor& c = mix_.cursors[e.source];
+      mix_.landings.push_back(Landing{i, e.source, c.epoch, c.position + (c.offset > 0 ? 1 : 0)});
+      live_[e.source].order = order_of(e.source, c.epoch, mix_.landings, *sources_[e.source]);
+    }
+  }
+  applied_ = last;
+  for (size_t s = 0; s < sources_.size(); ++s) settle(static_cast<uint32_t>(s));
+  // Weights: each source's share so far is kept, and the new weights share what comes next.
+  if (config.quotas != quotas_) {
+    for (size_t s = 0; s < quotas_.size(); ++s) mix_.targets[s] += Wide{quotas_[s]} * (total_ - mix_.base);
+    mix_.base = total_;
+    quotas_ = std::move(config.quotas);
+  }
+  mix_.step = step;
+  next_change_ = config.next_change;
+}
+
 uint64_t Mixer::piece_length(uint32_t source) const {
-  const uint64_t left = live_[source].length - cursors_[source].offset;
+  const uint64_t left = live_[source].length - mix_.cursors[source].offset;
   return left < piece_tokens_ ? left : piece_tokens_;
 }
 
 Piece Mixer::next() {
-  // WF2Q: among the sources whose service has not run ahead of their share (c_s * Q <= q_s * T),
-  // the one whose next piece finishes first in the fluid schedule ((c_s + l_s) / q_s least; the
-  // lowest index on a tie). Some source is always eligible: the shares sum to T.
+  // WF2Q: among the sources whose service has not run ahead of their share (2^32 c_s <= their
+  // target: the share before the weights in force, plus q_s of the tokens since), the one whose
+  // next piece finishes first in the fluid schedule (the least (2^32 (c_s + l_s) - A_s) / q_s;
+  // the lowest index on a tie). Some source is always eligible: the shares sum to T.
+  const Wide since = total_ - mix_.base;
   size_t best = sources_.size();
-  Wide best_finish = 0;
+  SignedWide best_finish = 0;
   uint64_t best_quota = 1;
   for (size_t s = 0; s < sources_.size(); ++s) {
-    const SourceCursor& c = cursors_[s];
-    if (Wide{c.consumed} * quota_sum_ > Wide{quotas_[s]} * total_) continue;
-    const Wide finish = Wide{c.consumed} + piece_length(static_cast<uint32_t>(s));
-    if (best == sources_.size() || finish * best_quota < best_finish * quotas_[s]) {
+    const SourceCursor& c = mix_.cursors[s];
+    const Wide served = Wide{c.consumed} << kQuotaBits;
+    if (served > mix_.targets[s] + Wide{quotas_[s]} * since) continue;
+    const SignedWide finish =
+        static_cast<SignedWide>(served + (Wide{piece_length(static_cast<uint32_t>(s))} << kQuotaBits)) -
+        static_cast<SignedWide>(mix_.targets[s]);
+    if (best == sources_.size() || less_ratio(finish, quotas_[s], best_finish, best_quota)) {
       best = s, best_finish = finish, best_quota = quotas_[s];
     }
   }
   const auto source = static_cast<uint32_t>(best);
-  SourceCursor& c = cursors_[source];
+  SourceCursor& c = mix_.cursors[source];
   Piece piece;
   piece.source = source;
   piece.epoch = c.epoch;
@@ -147,46 +475,83 @@ Piece Mixer::next() {
   return piece;
 }
 
-void Mixer::rewind(std::vector<SourceCursor>& cursors, const Piece& piece) {
-  SourceCursor& c = cursors[piece.source];
+MixState Mixer::state() const { return mix_; }
+
+void Mixer::rewind(MixState& state, const Piece& piece) {
+  SourceCursor& c = state.cursors[piece.source];
   c.epoch = piece.epoch;
   c.position = piece.position;
   c.offset = piece.begin;
   c.consumed -= piece.tokens();
 }
 
-void Mixer::restore(const std::vector<SourceCursor>& cursors) {
-  if (cursors.size() != sources_.size()) {
-    invalid("cursors: " + std::to_string(cursors.size()) + " given for " +
-            std::to_string(sources_.size()) + " sources");
+void Mixer::restore(const MixState& state) {
+  Mixer moved = *this;  // works on a copy: a failed restore changes nothing
+  const Config config = config_at(state.step);
+  const size_t count = config.sources.size();
+  if (state.cursors.size() != count) {
+    invalid("cursors: " + std::to_string(state.cursors.size()) + " given for " +
+            std::to_string(count) + " sources");
   }
-  uint64_t total = 0;
-  std::vector<Live> live(sources_.size());
-  for (size_t s = 0; s < sources_.size(); ++s) {
-    const SourceCursor& c = cursors[s];
-    const std::string where = "cursors[" + std::to_string(s) + "].";
-    const uint64_t documents = sources_[s]->documents();
-    if (c.position >= documents) {
-      invalid(where + "position = " + std::to_string(c.position) + "; the source has " +
-              std::to_string(documents) + " documents");
+  if (state.targets.size() != count) {
+    invalid("targets: " + std::to_string(state.targets.size()) + " given for " +
+            std::to_string(count) + " sources");
+  }
+  moved.applied_ = 0;
+  while (moved.applied_ < edits_.size() && edits_[moved.applied_].step <= state.step) {
+    ++moved.applied_;
+  }
+  std::vector<uint64_t> landed;
+  for (size_t i = 0; i < moved.applied_; ++i) {
+    if (edits_[i].kind == MixEdit::Kind::kAppend && !creates_[i]) landed.push_back(i);
+  }
+  if (state.landings.size() != landed.size()) {
+    invalid("landings: " + std::to_string(state.landings.size()) + " given for " +
+            std::to_string(landed.size()) + " appends in force");
+  }
+  for (size_t k = 0; k < landed.size(); ++k) {
+    const Landing& l = state.landings[k];
+    if (l.edit != landed[k] || l.source != edits_[landed[k]].source ||
+        l.epoch > state.cursors[l.source].epoch) {
+      invalid("landings[" + std::to_string(k) + "] = [" + std::to_string(l.edit) + ", " +
+              std::to_string(l.source) + ", " + std::to_string(l.epoch) + ", " +
+              std::to_string(l.start) + "] is not where edit " + std::to_string(landed[k]) +
+              " can have landed");
     }
+  }
+  moved.mix_ = state;
+  moved.sources_ = config.sources;
+  moved.quotas_ = config.quotas;
+  moved.next_change_ = config.next_change;
+  moved.live_.assign(count, Live{});
+  uint64_t total = 0;
+  for (size_t s = 0; s < count; ++s) {
+    const SourceCursor& c = state.cursors[s];
+    const std::string where = "cursors[" + std::to_string(s) + "].";
     if (c.epoch > FeistelPermutation::kMaxSize) {
       invalid(where + "epoch = " + std::to_string(c.epoch) + " is out of range");
     }
-    live[s].order = FeistelPermutation(documents, source_seed(seed_, s), c.epoch);
-    live[s].document = live[s].order.at(c.position);
-    live[s].length = sources_[s]->length(live[s].document);
-    if (c.offset >= live[s].length) {
+    Live& live = moved.live_[s];
+    live.order = order_of(static_cast<uint32_t>(s), c.epoch, state.landings, *config.sources[s]);
+    if (c.position >= live.order.size()) {
+      invalid(where + "position = " + std::to_string(c.position) + "; the source's epoch has " +
+              std::to_string(live.order.size()) + " documents");
+    }
+    live.document = live.order.at(c.position);
+    live.length = config.sources[s]->length(live.document);
+    if (c.offset >= live.length) {
       invalid(where + "offset = " + std::to_string(c.offset) + " but document " +
-              std::to_string(live[s].document) + " has " + std::to_string(live[s].length) +
-              " tokens");
+              std::to_string(live.document) + " has " + std::to_string(live.length) + " tokens");
     }
     if (total + c.consumed < total) invalid(where + "consumed overflows the total");
     total += c.consumed;
   }
-  cursors_ = cursors;
-  live_ = std::move(live);
-  total_ = total;
+  if (state.base > total) {
+    invalid("base = " + std::to_string(state.base) + " exceeds the tokens given, " +
+            std::to_string(total));
+  }
+  moved.total_ = total;
+  *this = std::move(moved);
 }
 
 }  // namespace distsampler

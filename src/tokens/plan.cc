@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "distsampler/state.h"
+
 namespace distsampler {
 namespace {
 
@@ -39,6 +41,40 @@ DictValue plan_config(const std::vector<std::shared_ptr<const DocumentLengths>>&
       .set("packing", DictValue::string(std::string(to_string(o.packing))));
   if (o.packing == Packing::kBestFit) config.set("window", DictValue::integer(o.window));
   return config;
+}
+
+DictValue edit_config(const MixEdit& e) {
+  DictValue out = DictValue::dict();
+  out.set("step", DictValue::integer(e.step));
+  switch (e.kind) {
+    case MixEdit::Kind::kWeights: {
+      std::vector<DictValue> weights;
+      for (double w : e.weights) weights.push_back(DictValue::real(w));
+      out.set("weights", DictValue::list(std::move(weights)));
+      if (e.until > e.step) out.set("until", DictValue::integer(e.until));
+      break;
+    }
+    case MixEdit::Kind::kAppend:
+      out.set("source", DictValue::integer(e.source))
+          .set("append", DictValue::list({DictValue::integer(e.documents->documents()),
+                                          DictValue::integer(e.documents->total_tokens())}));
+      break;
+    case MixEdit::Kind::kSkip: {
+      std::string lines;  // "source document" lines, sorted: the list's CRC-32
+      for (const auto& [source, document] : e.skip) {
+        lines += std::to_string(source) + " " + std::to_string(document) + "\n";
+      }
+      out.set("skip", DictValue::integer(e.skip.size()))
+          .set("crc32", DictValue::integer(crc32(lines)));
+      break;
+    }
+  }
+  return out;
+}
+
+DictValue wide(unsigned __int128 value) {  // [high, low] 64-bit halves
+  return DictValue::list({DictValue::integer(static_cast<uint64_t>(value >> 64)),
+                          DictValue::integer(static_cast<uint64_t>(value))});
 }
 
 uint64_t entry_u64(const DictValue& value, const std::string& name) {
@@ -87,16 +123,47 @@ RankSequences rank_sequences(uint64_t global_batch, uint64_t world_size, uint64_
 TokenPlan::TokenPlan(std::vector<std::shared_ptr<const DocumentLengths>> sources,
                      TokenPlanOptions options)
     : options_(std::move(options)),
-      mixer_(sources, options_.weights, options_.seed, checked_seq_len(options_.seq_len) + 1) {
+      mixer_(sources, options_.weights, options_.seed, checked_seq_len(options_.seq_len) + 1,
+             options_.edits) {
   if (options_.global_batch == 0) invalid("global_batch = 0; at least 1 sequence per step");
   if (options_.packing == Packing::kBestFit &&
       (options_.window == 0 || options_.window > TokenPlanOptions::kMaxWindow)) {
     invalid("window = " + std::to_string(options_.window) + "; allowed: 1 to 2^24 pieces");
   }
   config_ = plan_config(sources, mixer_, options_);
+  for (const MixEdit& e : mixer_.edits()) edit_configs_.push_back(edit_config(e));
+}
+
+DictValue TokenPlan::config(uint64_t sequence) const {
+  if (edit_configs_.empty()) return config_;
+  // Edits of steps before sequence's (ceil(sequence / B)) took effect before it; those of step 0
+  // at the start.
+  const uint64_t before = std::max<uint64_t>(
+      1, sequence / options_.global_batch + (sequence % options_.global_batch != 0));
+  std::vector<DictValue> edits;
+  for (size_t i = 0; i < edit_configs_.size(); ++i) {
+    if (mixer_.edits()[i].step < before) {
+      edits.push_back(edit_configs_[i]);
+    }
+  }
+  if (edits.empty()) return config_;
+  DictValue out = config_;
+  out.set("edits", DictValue::list(std::move(edits)));
+  return out;
 }
 
 PlannedSequence TokenPlan::next() {
+  if (mixer_.changes_by(step())) {
+    // The edits take effect before this sequence's first draw. concat: the one piece pending
+    // (holding this sequence's first token) was drawn before them, so the anchor before it is
+    // kept as it stood.
+    if (options_.packing == Packing::kConcat && !pending_.empty() && !edit_anchor_) {
+      if (pending_.size() != 1) throw std::logic_error("next: more than one piece pending");
+      edit_anchor_ = mixer_.state();
+      Mixer::rewind(*edit_anchor_, pending_.front());
+    }
+    mixer_.advance(step());
+  }
   return options_.packing == Packing::kConcat ? next_concat() : next_best_fit();
 }
 
@@ -124,6 +191,7 @@ PlannedSequence TokenPlan::next_concat() {
     advance -= left;
     offset = 0;
     pending_.pop_front();
+    edit_anchor_.reset();
     if (pending_.empty()) pending_.push_back(mixer_.next());
   }
   offset_ = offset;
@@ -131,7 +199,7 @@ PlannedSequence TokenPlan::next_concat() {
 }
 
 void TokenPlan::fill_window() {
-  anchor_ = mixer_.cursors();
+  anchor_ = mixer_.state();
   std::vector<Piece> pieces;
   pieces.reserve(options_.window);
   for (uint64_t i = 0; i < options_.window; ++i) pieces.push_back(mixer_.next());
@@ -194,24 +262,29 @@ TokenPlanState TokenPlan::state() const {
   TokenPlanState state;
   state.sequence = sequence_;
   if (options_.packing == Packing::kConcat) {
-    state.cursors = mixer_.cursors();
-    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) Mixer::rewind(state.cursors, *it);
+    if (edit_anchor_) {
+      state.mix = *edit_anchor_;
+    } else {
+      state.mix = mixer_.state();
+      for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) Mixer::rewind(state.mix, *it);
+    }
     state.skip = pending_.empty() ? 0 : offset_;
   } else if (next_bin_ < bins_.size()) {
-    state.cursors = anchor_;
+    state.mix = anchor_;
     state.skip = next_bin_;
   } else {
-    state.cursors = mixer_.cursors();
+    state.mix = mixer_.state();
   }
   return state;
 }
 
 void TokenPlan::load(const TokenPlanState& state) {
   TokenPlan moved = *this;  // the load works on a copy: a failure leaves this plan as it was
-  moved.mixer_.restore(state.cursors);
+  moved.mixer_.restore(state.mix);
   moved.sequence_ = state.sequence;
   moved.pending_.clear();
   moved.offset_ = 0;
+  moved.edit_anchor_.reset();
   moved.bins_.clear();
   moved.next_bin_ = 0;
   if (options_.packing == Packing::kConcat) {
@@ -235,24 +308,44 @@ void TokenPlan::load(const TokenPlanState& state) {
 DictValue TokenPlan::state_dict(uint64_t world_size) const {
   const TokenPlanState s = state();
   std::vector<DictValue> cursors;
-  for (const SourceCursor& c : s.cursors) {
+  for (const SourceCursor& c : s.mix.cursors) {
     cursors.push_back(DictValue::list({DictValue::integer(c.epoch), DictValue::integer(c.position),
                                        DictValue::integer(c.offset),
                                        DictValue::integer(c.consumed)}));
   }
   PolicyCheckpoint checkpoint;
   checkpoint.kind = kStateKind;
-  checkpoint.config = config_;
+  checkpoint.config = config(s.sequence);
   checkpoint.consumed = s.sequence;
   checkpoint.world_size = world_size;
   checkpoint.position = DictValue::dict();
   checkpoint.position.set("cursors", DictValue::list(std::move(cursors)))
       .set("skip", DictValue::integer(s.skip));
+  if (checkpoint.config.find("edits") != nullptr) {  // what is in force, where appends landed
+    std::vector<DictValue> targets, landings;
+    for (unsigned __int128 t : s.mix.targets) targets.push_back(wide(t));
+    for (const Landing& l : s.mix.landings) {
+      landings.push_back(DictValue::list({DictValue::integer(l.edit), DictValue::integer(l.source),
+                                          DictValue::integer(l.epoch),
+                                          DictValue::integer(l.start)}));
+    }
+    DictValue mix = DictValue::dict();
+    mix.set("step", DictValue::integer(s.mix.step))
+        .set("base", DictValue::integer(s.mix.base))
+        .set("targets", DictValue::list(std::move(targets)))
+        .set("landings", DictValue::list(std::move(landings)));
+    checkpoint.position.set("mix", std::move(mix));
+  }
   return policy_state_dict(checkpoint);
 }
 
 void TokenPlan::load_state_dict(const DictValue& state) {
-  const PolicyCheckpoint checkpoint = parse_policy_state(state, kStateKind, config_);
+  // The edits a checkpoint records are those before its step: find its sequence first (a
+  // malformed one is parse_policy_state's to report).
+  uint64_t sequence = 0;
+  const DictValue* consumed = state.find("consumed");
+  if (consumed == nullptr || !consumed->as_u64(sequence)) sequence = 0;
+  const PolicyCheckpoint checkpoint = parse_policy_state(state, kStateKind, config(sequence));
   const DictValue& position = checkpoint.position;
   const DictValue* cursors = position.find("cursors");
   const DictValue* skip = position.find("skip");
@@ -263,6 +356,47 @@ void TokenPlan::load_state_dict(const DictValue& state) {
   TokenPlanState s;
   s.sequence = checkpoint.consumed;
   s.skip = entry_u64(*skip, "position['skip']");
+  auto list_of = [&](const DictValue* value, const std::string& name, size_t width) {
+    if (value == nullptr || value->type != DictValue::Type::kList) {
+      invalid("state position['mix']['" + name + "'] is missing or not a list");
+    }
+    std::vector<std::vector<uint64_t>> rows;
+    for (size_t i = 0; i < value->items.size(); ++i) {
+      const DictValue& row = value->items[i];
+      const std::string at = "position['mix']['" + name + "'][" + std::to_string(i) + "]";
+      if (row.type != DictValue::Type::kList || row.items.size() != width) {
+        invalid("state " + at + " = " + python_repr(row) + "; expected a list of " +
+                std::to_string(width) + " ints");
+      }
+      rows.emplace_back();
+      for (size_t j = 0; j < width; ++j) {
+        rows.back().push_back(entry_u64(row.items[j], at + "[" + std::to_string(j) + "]"));
+      }
+    }
+    return rows;
+  };
+  const DictValue* mix = position.find("mix");
+  const bool recorded = checkpoint.config.find("edits") != nullptr;
+  if (recorded != (mix != nullptr)) {
+    invalid(std::string("state position ") + (mix ? "has" : "lacks") +
+            " the edits' entry 'mix' but its config " + (recorded ? "has" : "has no") + " edits");
+  }
+  if (mix != nullptr) {
+    const DictValue* step = mix->find("step");
+    const DictValue* base = mix->find("base");
+    if (step == nullptr || base == nullptr) invalid("state position['mix'] lacks step or base");
+    s.mix.step = entry_u64(*step, "position['mix']['step']");
+    s.mix.base = entry_u64(*base, "position['mix']['base']");
+    for (const auto& t : list_of(mix->find("targets"), "targets", 2)) {
+      s.mix.targets.push_back((static_cast<unsigned __int128>(t[0]) << 64) | t[1]);
+    }
+    for (const auto& l : list_of(mix->find("landings"), "landings", 4)) {
+      if (l[1] >= Mixer::kMaxSources) invalid("state position['mix']['landings']: bad source");
+      s.mix.landings.push_back(Landing{l[0], static_cast<uint32_t>(l[1]), l[2], l[3]});
+    }
+  } else {
+    s.mix.targets.assign(cursors->items.size(), 0);
+  }
   for (size_t i = 0; i < cursors->items.size(); ++i) {
     const DictValue& c = cursors->items[i];
     const std::string name = "position['cursors'][" + std::to_string(i) + "]";
@@ -270,7 +404,7 @@ void TokenPlan::load_state_dict(const DictValue& state) {
       invalid("state " + name + " = " + python_repr(c) +
               "; expected [epoch, position, offset, consumed]");
     }
-    s.cursors.push_back(SourceCursor{entry_u64(c.items[0], name + "[0]"),
+    s.mix.cursors.push_back(SourceCursor{entry_u64(c.items[0], name + "[0]"),
                                      entry_u64(c.items[1], name + "[1]"),
                                      entry_u64(c.items[2], name + "[2]"),
                                      entry_u64(c.items[3], name + "[3]")});

@@ -62,7 +62,10 @@ TEST(MixTest, EverySourceStaysWithinOnePieceOfItsShareAtEveryPiece) {
       }
       Mixer mixer(sources, random_weights(key, c.sources), trial, c.piece);
       const auto& q = mixer.quotas();
-      const unsigned __int128 Q = mixer.quota_sum();
+      const unsigned __int128 Q = uint64_t{1} << Mixer::kQuotaBits;
+      unsigned __int128 sum = 0;
+      for (uint64_t quota : q) sum += quota;
+      ASSERT_EQ(sum, Q) << "the quotas sum to exactly 2^32";
       std::vector<uint64_t> consumed(c.sources, 0);
       uint64_t total = 0;
       __int128 worst = 0;  // the largest |q_s T - c_s Q| seen, in units of 1 / Q tokens
@@ -124,9 +127,9 @@ TEST(MixTest, RestoringTheCursorsContinuesTheSameStream) {
   Sources sources = {random_source(4, 100, 40), random_source(5, 3, 400), random_source(6, 60, 7)};
   Mixer a(sources, {1, 2, 3}, 7, 32);
   std::vector<Piece> first;
-  std::vector<std::vector<SourceCursor>> saved;
+  std::vector<MixState> saved;
   for (int i = 0; i < 3000; ++i) {
-    saved.push_back(a.cursors());
+    saved.push_back(a.state());
     first.push_back(a.next());
   }
   for (int at : {0, 1, 17, 999, 2999}) {
@@ -140,7 +143,7 @@ TEST(MixTest, RestoringTheCursorsContinuesTheSameStream) {
     }
   }
   // rewinding the piece just given gives the cursors before it
-  std::vector<SourceCursor> c = a.cursors();
+  MixState c = a.state();
   Mixer::rewind(c, first.back());
   EXPECT_EQ(c, saved.back());
 }
@@ -149,15 +152,17 @@ TEST(MixTest, AFailedRestoreChangesNothing) {
   Sources sources = {random_source(7, 10, 40), random_source(8, 20, 40)};
   Mixer a(sources, {1, 1}, 0, 16);
   for (int i = 0; i < 50; ++i) a.next();
-  const auto before = a.cursors();
-  auto bad = before;
-  bad[1].position = 20;
+  const MixState before = a.state();
+  MixState bad = before;
+  bad.cursors[1].position = 20;
   EXPECT_THROW(a.restore(bad), std::invalid_argument);
   bad = before;
-  bad[0].offset = 1000;
+  bad.cursors[0].offset = 1000;
   EXPECT_THROW(a.restore(bad), std::invalid_argument);
-  EXPECT_THROW(a.restore({before[0]}), std::invalid_argument);
-  EXPECT_EQ(a.cursors(), before);
+  bad = before;
+  bad.cursors.pop_back();
+  EXPECT_THROW(a.restore(bad), std::invalid_argument);
+  EXPECT_EQ(a.state(), before);
   Mixer b(sources, {1, 1}, 0, 16);
   b.restore(before);
   for (int i = 0; i < 100; ++i) {

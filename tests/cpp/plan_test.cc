@@ -145,7 +145,7 @@ TEST(PlanTest, EverySourceStaysWithinTheStatedBoundOfItsShareAtEveryStep) {
       o.window = 32;
       TokenPlan plan(sources, o);
       const auto& q = plan.mixer().quotas();
-      const __int128 Q = plan.mixer().quota_sum();
+      const __int128 Q = __int128{1} << Mixer::kQuotaBits;
       std::vector<uint64_t> consumed(count, 0);
       uint64_t total = 0;
       for (uint64_t step = 0; step < 300; ++step) {
@@ -246,7 +246,7 @@ TEST(PlanTest, AFailedLoadChangesNothing) {
     bad.skip = 1000000;
     EXPECT_THROW(plan.load(bad), std::invalid_argument);
     bad = plan.state();
-    bad.cursors[2].position = 30;
+    bad.mix.cursors[2].position = 30;
     EXPECT_THROW(plan.load(bad), std::invalid_argument);
     DictValue edited = plan.state_dict(1);
     edited.set("consumed", DictValue::integer(3));

@@ -31,6 +31,24 @@ class IndexedLengths : public DocumentLengths {
 std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
     const std::vector<std::vector<std::string>>& prefixes);
 
+// An edit of a run over indexed sources: an append edit's documents are the shards `append`.
+struct TokenEdit {
+  MixEdit edit;
+  std::vector<std::string> append;
+};
+
+// A run opened: the plan's sources and edits (appends' documents opened), and per source at the
+// end of the edits (new ones included) every shard in the order its documents are numbered, its
+// own then each append's by step, for reading.
+struct TokenRun {
+  std::vector<std::shared_ptr<const DocumentLengths>> sources;
+  std::vector<MixEdit> edits;
+  std::vector<std::shared_ptr<const IndexedLengths>> readers;
+};
+// Throws what open_token_sources throws, naming the edit by its label for an append's shards.
+TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
+                        std::vector<TokenEdit> edits);
+
 // Rows of `width` (= L + 1) values per sequence, row-major: the tokens (pad_token after the last
 // span), each token's offset in its document (0 on padding), and each token's span index in its
 // row (-1 on padding): a token's document boundaries for attention masks and position ids.

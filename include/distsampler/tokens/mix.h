@@ -18,6 +18,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "distsampler/feistel.h"
@@ -48,6 +50,21 @@ class LengthList : public DocumentLengths {
   uint64_t total_ = 0;
 };
 
+// Documents of several DocumentLengths numbered one after the other (a source and the documents
+// appended to it).
+class ConcatLengths : public DocumentLengths {
+ public:
+  explicit ConcatLengths(std::vector<std::shared_ptr<const DocumentLengths>> parts);
+  uint64_t documents() const override { return starts_.back(); }
+  uint64_t total_tokens() const override { return total_; }
+  uint32_t length(uint64_t document) const override;
+
+ private:
+  std::vector<std::shared_ptr<const DocumentLengths>> parts_;
+  std::vector<uint64_t> starts_;  // part i holds documents [starts_[i], starts_[i + 1])
+  uint64_t total_ = 0;
+};
+
 // Where a source stands: the next document is at `position` of its order in source epoch
 // `epoch`, `offset` of its tokens already given; `consumed` tokens given in all.
 struct SourceCursor {
@@ -73,56 +90,147 @@ struct Piece {
   uint64_t tokens() const { return end - begin; }
 };
 
+// A change of the mix in force from plan step `step` on (the plan applies it before the first
+// piece it draws for a sequence of that step or later; docs/tokens.md, "Edits").
+struct MixEdit {
+  enum class Kind { kWeights, kAppend, kSkip };
+  Kind kind = Kind::kWeights;
+  uint64_t step = 0;
+  // kWeights: one weight per source (new ones included). until == step: the weights from `step`
+  // on; until > step: a linear ramp from the weights in force at `step` to these at `until`.
+  std::vector<double> weights;
+  uint64_t until = 0;
+  // kAppend: `documents` join source `source`, numbered after its own, and the unread rest of
+  // its current epoch; `source` equal to the sources in force adds a new source.
+  uint32_t source = 0;
+  std::shared_ptr<const DocumentLengths> documents;
+  // kSkip: (source, document) pairs never read from `step` on.
+  std::vector<std::pair<uint32_t, uint64_t>> skip;
+  // How the caller named the edit (a flag, an argument): every message about it starts with it.
+  std::string label;
+};
+
+// Where append edit `edit` (its index among the mixer's edits, sorted by step) joined `source`:
+// in source epoch `epoch`, after its first `start` positions.
+struct Landing {
+  uint64_t edit = 0;
+  uint32_t source = 0;
+  uint64_t epoch = 0;
+  uint64_t start = 0;
+  bool operator==(const Landing& o) const {
+    return edit == o.edit && source == o.source && epoch == o.epoch && start == o.start;
+  }
+};
+
+// The mixer's state: O(sources + edits).
+struct MixState {
+  std::vector<SourceCursor> cursors;
+  // The step of the latest edit in force (0 before any), the total tokens when the weights in
+  // force took effect, and per source its share of the tokens before that, times 2^32.
+  uint64_t step = 0;
+  uint64_t base = 0;
+  std::vector<unsigned __int128> targets;
+  std::vector<Landing> landings;
+  bool operator==(const MixState& o) const {
+    return cursors == o.cursors && step == o.step && base == o.base && targets == o.targets &&
+           landings == o.landings;
+  }
+};
+
 class Mixer {
  public:
-  // Quotas: weights scaled to integers summing to about 2^32.
+  // Quotas: weights scaled to integers summing to exactly 2^32.
   static constexpr int kQuotaBits = 32;
   // At most this many sources.
   static constexpr uint64_t kMaxSources = uint64_t{1} << 20;
 
   // Throws std::invalid_argument naming the parameter: no sources, more than kMaxSources, a
   // weight count other than the source count, a weight that is not finite and positive or below
-  // 2^-32 of their sum, a source without tokens, piece_tokens of 0.
+  // 2^-32 of their sum, a source without tokens, piece_tokens of 0; an edit that cannot apply
+  // (named by its label).
   Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources, std::vector<double> weights,
-        uint64_t seed, uint64_t piece_tokens);
+        uint64_t seed, uint64_t piece_tokens, std::vector<MixEdit> edits = {});
+
+  // Whether edits take effect by plan step `step`, and applying them (no piece is drawn between
+  // the two: the plan calls them before its next draw).
+  bool changes_by(uint64_t step) const { return step >= next_change_; }
+  void advance(uint64_t step);
 
   // The next piece of the stream.
   Piece next();
   // The state before the next piece.
-  const std::vector<SourceCursor>& cursors() const { return cursors_; }
-  // The cursors as they stood before `piece` (one this mixer gave, of the source's current
-  // position) was taken: for a state that rewinds pieces already drawn.
-  static void rewind(std::vector<SourceCursor>& cursors, const Piece& piece);
-  // Continues from `cursors` (what cursors() returned, on any machine). Throws
-  // std::invalid_argument naming the source and the field when they cannot be a state of this
+  MixState state() const;
+  const std::vector<SourceCursor>& cursors() const { return mix_.cursors; }
+  // The state as it stood before `piece` (one this mixer gave since its last edit, of the
+  // source's current position) was taken: for a state that rewinds pieces already drawn.
+  static void rewind(MixState& state, const Piece& piece);
+  // Continues from `state` (what state() returned, on any machine). Throws
+  // std::invalid_argument naming the source and the field when it cannot be a state of this
   // mixer; a failed restore changes nothing.
-  void restore(const std::vector<SourceCursor>& cursors);
+  void restore(const MixState& state);
 
   size_t sources() const { return sources_.size(); }
   const std::vector<uint64_t>& quotas() const { return quotas_; }
-  uint64_t quota_sum() const { return quota_sum_; }
   uint64_t piece_tokens() const { return piece_tokens_; }
+  const std::vector<MixEdit>& edits() const { return edits_; }
   // Tokens given by all sources.
   uint64_t total() const { return total_; }
-  // The document at `position` of source `source`'s order in source epoch `epoch`.
+  // The document at `position` of source `source`'s order in source epoch `epoch` (one this
+  // mixer has entered).
   uint64_t document_at(uint32_t source, uint64_t epoch, uint64_t position) const;
   const DocumentLengths& lengths(uint32_t source) const { return *sources_[source]; }
+  // Whether `document` of `source` is on a skip list in force.
+  bool skipped(uint32_t source, uint64_t document) const;
+  // The documents at positions [0, count) of source `source`'s order in source epoch `epoch` (one
+  // this mixer has entered), and how many positions that epoch has (so far, for the live one).
+  std::vector<uint64_t> epoch_documents(uint32_t source, uint64_t epoch, uint64_t count) const;
+  uint64_t epoch_size(uint32_t source, uint64_t epoch) const;
 
  private:
+  // A source's order in one source epoch: a FeistelPermutation over the documents it had when
+  // the epoch began, each landing reshuffling the unread rest with the appended documents.
+  struct EpochOrder {
+    struct Part {
+      uint64_t start = 0, before = 0;  // the positions kept, and the size before the landing
+      FeistelPermutation rest;         // over (before - start) + appended positions
+    };
+    FeistelPermutation base;
+    std::vector<Part> parts;
+    uint64_t size() const;
+    uint64_t at(uint64_t position) const;
+  };
   struct Live {  // per source: the current epoch's order and the next piece's document
-    FeistelPermutation order;
+    EpochOrder order;
     uint64_t document = 0;
     uint64_t length = 0;  // tokens of `document`
   };
+  // What is in force at a step, a pure function of the options and the edits.
+  struct Config {
+    std::vector<std::shared_ptr<const DocumentLengths>> sources;
+    std::vector<uint64_t> quotas;
+    uint64_t next_change = 0;
+  };
+  Config config_at(uint64_t step) const;
+  std::vector<double> weights_at(uint64_t step) const;
+  uint64_t first_documents(uint32_t source) const;  // documents it started with
+  EpochOrder order_of(uint32_t source, uint64_t epoch, const std::vector<Landing>& landings,
+                      const DocumentLengths& lengths) const;
   void settle(uint32_t source);  // skip empty documents, enter the next epoch, refresh live_
   uint64_t piece_length(uint32_t source) const;
 
-  std::vector<std::shared_ptr<const DocumentLengths>> sources_;
-  std::vector<uint64_t> quotas_;
-  uint64_t quota_sum_ = 0;
+  std::vector<std::shared_ptr<const DocumentLengths>> initial_;
+  std::vector<double> initial_weights_;
+  std::vector<MixEdit> edits_;  // sorted by step, stably
+  std::vector<std::vector<double>> ramp_from_;  // per edit: a ramp's starting weights
+  std::vector<bool> creates_;                   // per edit: an append adding a new source
   uint64_t seed_ = 0;
   uint64_t piece_tokens_ = 0;
-  std::vector<SourceCursor> cursors_;
+
+  std::vector<std::shared_ptr<const DocumentLengths>> sources_;
+  std::vector<uint64_t> quotas_;
+  uint64_t next_change_ = 0;
+  size_t applied_ = 0;  // the edits in force (a prefix of edits_)
+  MixState mix_;
   std::vector<Live> live_;
   uint64_t total_ = 0;
 };

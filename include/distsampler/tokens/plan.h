@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct TokenPlanOptions {
   uint64_t seed = 0;
   Packing packing = Packing::kConcat;
   uint64_t window = kDefaultWindow;  // best-fit: pieces packed together
+  // Changes from a step on (mix.h's MixEdit): weights and ramps, appended documents and sources,
+  // skip lists. Steps before an edit's are the same sequences as without it.
+  std::vector<MixEdit> edits;
   static constexpr uint64_t kDefaultWindow = 1024;
   static constexpr uint64_t kMaxWindow = uint64_t{1} << 24;
   static constexpr uint64_t kMaxSeqLen = uint64_t{1} << 30;
@@ -75,8 +79,11 @@ struct PlannedSequence {
 // window, `skip` of its bins already given).
 struct TokenPlanState {
   uint64_t sequence = 0;
-  std::vector<SourceCursor> cursors;
+  MixState mix;
   uint64_t skip = 0;
+  bool operator==(const TokenPlanState& o) const {
+    return sequence == o.sequence && mix == o.mix && skip == o.skip;
+  }
 };
 
 // The sequences [first, first + count) rank `rank` of `world_size` reads at `step`. Throws
@@ -113,9 +120,12 @@ class TokenPlan {
   // changes nothing.
   void load(const TokenPlanState& state);
 
-  // What a checkpoint must match: {"plan", "sources": [[documents, tokens], ...], "quotas",
-  // "seq_len", "global_batch", "seed", "packing", "window"}.
-  const DictValue& config() const { return config_; }
+  // What a checkpoint at `sequence` must match: {"plan", "sources": [[documents, tokens], ...],
+  // "quotas", "seq_len", "global_batch", "seed", "packing", "window"}, and "edits": those of
+  // step 0 and of steps before `sequence`'s (those that shaped the stream so far), when there are
+  // any (a checkpoint's "position" then holds the mixer's "mix": what is in force, where appends
+  // landed).
+  DictValue config(uint64_t sequence) const;
   // The policies' checkpoint format (state_dict.h): kind "TokenStream", consumed = the next
   // sequence, the cursors and skip under "position"; world_size is only recorded.
   DictValue state_dict(uint64_t world_size) const;
@@ -135,15 +145,18 @@ class TokenPlan {
   TokenPlanOptions options_;
   DictValue config_;
   Mixer mixer_;
+  std::vector<DictValue> edit_configs_;  // per edit of mixer_.edits(): what a checkpoint records
   uint64_t sequence_ = 0;
   // concat: the pieces from the one holding the next sequence's first token on, and how many
   // tokens of the first are behind that token.
   std::deque<Piece> pending_;
   uint64_t offset_ = 0;
+  // concat: the anchor before pending_'s first piece when an edit took effect after it was drawn.
+  std::optional<MixState> edit_anchor_;
   // best-fit: the window's bins, the next one to give, and the mixer before the window.
   std::vector<std::vector<Span>> bins_;
   uint64_t next_bin_ = 0;
-  std::vector<SourceCursor> anchor_;
+  MixState anchor_;
 };
 
 }  // namespace distsampler
