@@ -27,7 +27,9 @@ documents in their order), before the last token read from it is lost. A sequenc
 the next one's first: each sequence counts its first L tokens as read.
 
 --write replaces the text between this section's markers in the file, or appends the section.
-Without --change in the CLI the script fails; --ours-without-change (for a CLI from before the
+Without --change in the CLI the script fails, and so it does when ours' token shares before and
+after the change step do not follow W1 and W2 (a CLI that takes the flag and ignores it);
+--ours-without-change (for a CLI from before the
 flag) runs ours with W1 throughout and says so in the table.
 """
 import argparse
@@ -197,6 +199,30 @@ def sequences_check(sequences, n):
     return len(ids) - len(set(ids)), len(set(range(n)) - set(ids))
 
 
+def shares(sequences, first, last, sources):
+    """Each source's share of the first L tokens of sequences [first, last)."""
+    tokens = np.zeros(sources, dtype=np.int64)
+    for k, spans in sequences:
+        if first <= k < last:
+            for source, _, begin, end in first_tokens(spans):
+                tokens[source] += end - begin
+    return tokens / tokens.sum()
+
+
+def check_change(sequences, before, after, k, n):
+    """Ours' token shares in sequences [0, k) and [k, n), raising unless each source's is within
+    a quarter of its change (or 0.01) of its weight, `before` then `after` (a CLI that accepted
+    --change and ignored it would otherwise count zeros for a run whose weights never changed)."""
+    measured = (shares(sequences, 0, k, len(before)), shares(sequences, k, n, len(before)))
+    for got, want, segment in zip(measured, (before, after), (f"[0, {k})", f"[{k}, {n})")):
+        for s in range(len(before)):
+            if abs(got[s] - want[s]) > max(abs(before[s] - after[s]) / 4, 0.01):
+                raise SystemExit(f"ours' sequences {segment}: source {s} has {got[s]:.3f} of the "
+                                 f"tokens, against a weight of {want[s]}: the CLI did not apply "
+                                 "the change (" + ", ".join(f"{x:.3f}" for x in got) + ")")
+    return measured
+
+
 def run_ours(args, prefixes, lengths, scratch):
     n = STEPS * GLOBAL_BATCH
     reference_steps = int(STEPS * REFERENCE_MARGIN)
@@ -215,7 +241,9 @@ def run_ours(args, prefixes, lengths, scratch):
     reads = ours_read_ids(run, [offsets_of(x) for x in lengths])
     rows = [count_source(source_lengths, ids, order)
             for source_lengths, ids, order in zip(lengths, reads, orders)]
-    return rows, sequences_check(run, n)
+    measured = check_change(run, W1, W1 if args.ours_without_change else W2,
+                            CHANGE_STEP * GLOBAL_BATCH, n)
+    return rows, sequences_check(run, n), measured
 
 
 # Megatron: BlendedDataset over GPTDatasets, built twice.
@@ -307,7 +335,7 @@ def fmt_cell(*values):
     return " / ".join(f"{v:,}" for v in values)
 
 
-def section(emit, args, lengths, megatron, same_gpt, ours, sequences, seconds):
+def section(emit, args, lengths, megatron, same_gpt, ours, sequences, measured, seconds):
     n, k = STEPS * GLOBAL_BATCH, CHANGE_STEP * GLOBAL_BATCH
     ours_label = ("ours with W1 throughout (--ours-without-change: no blend change, a CLI without "
                   "--change)" if args.ours_without_change else
@@ -361,7 +389,10 @@ def section(emit, args, lengths, megatron, same_gpt, ours, sequences, seconds):
              f"{fmt_cell(o['repeated'], o['documents_repeated'])} | "
              f"{fmt_cell(o['lost'], o['documents_lost'])} ({o['documents_lost_whole']:,}) |")
     emit()
-    emit(f"Ours read sequences [0, {n:,}): {sequences[0]} read twice, {sequences[1]} missing.")
+    emit(f"Ours read sequences [0, {n:,}): {sequences[0]} read twice, {sequences[1]} missing. "
+         f"Its token shares (first L tokens of each sequence): [0, {k:,}) "
+         + ", ".join(f"{x:.4f}" for x in measured[0]) + f"; [{k:,}, {n:,}) "
+         + ", ".join(f"{x:.4f}" for x in measured[1]) + ".")
     emit()
     emit(END)
 
@@ -385,9 +416,10 @@ def main():
 
     with tempfile.TemporaryDirectory() as scratch:
         prefixes, lengths, bins = write_sources(scratch)
-        ours, sequences = run_ours(args, prefixes, lengths, scratch)
+        ours, sequences, measured = run_ours(args, prefixes, lengths, scratch)
         megatron, same_gpt = run_megatron(prefixes, lengths, scratch, bins)
-        section(emit, args, lengths, megatron, same_gpt, ours, sequences, time.time() - started)
+        section(emit, args, lengths, megatron, same_gpt, ours, sequences, measured,
+                time.time() - started)
     if args.write:
         replace_between(args.write, "\n".join(lines), BEGIN, END, HEADING)
         print(f"wrote the blend change section of {args.write}")

@@ -102,3 +102,12 @@ def test_hand_made_reads_give_the_counts_by_definition():
     # Reads stop inside the order: what comes after the last token read is not lost.
     assert bc.count_source(lengths, [5, 6], order)["lost"] == 0
     assert bc.count_samples([0, 1, 1, 4, 2]) == {"samples_repeated": 1, "samples_lost": 1}
+
+
+def test_a_change_the_plan_did_not_apply_is_refused(plan):
+    sequences, _, _ = plan
+    k, n = len(sequences) // 2, len(sequences)
+    before, after = bc.check_change(sequences, (0.7, 0.3), (0.7, 0.3), k, n)
+    assert abs(before[0] - 0.7) < 0.01 and abs(after[0] - 0.7) < 0.01
+    with pytest.raises(SystemExit, match="did not apply the change"):
+        bc.check_change(sequences, (0.7, 0.3), (0.3, 0.7), k, n)
