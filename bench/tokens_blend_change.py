@@ -29,8 +29,8 @@ the next one's first: each sequence counts its first L tokens as read.
 --write replaces the text between this section's markers in the file, or appends the section.
 Without --change in the CLI the script fails, and so it does when ours' token shares before and
 after the change step do not follow W1 and W2 (a CLI that takes the flag and ignores it);
---ours-without-change (for a CLI from before the
-flag) runs ours with W1 throughout and says so in the table.
+--ours-without-change (for a CLI from before the flag) runs ours with W1 throughout and says so
+in the table.
 """
 import argparse
 import importlib.metadata
