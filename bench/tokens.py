@@ -245,19 +245,19 @@ def padding(sequences, tokens):
     return 1 - tokens / (sequences * (SEQ_LEN + 1))
 
 
-def replace_between(path, section):
-    """Replaces the text between this section's markers in the file, or appends the heading and
-    the section when the markers are not there."""
+def replace_between(path, section, begin=BEGIN, end=END, heading=HEADING):
+    """Replaces the text between a section's markers (by default this script's) in the file, or
+    appends the heading and the section when the markers are not there."""
     try:
         with open(path) as f:
             text = f.read()
     except FileNotFoundError:
         text = ""
-    start, stop = text.find(BEGIN), text.find(END)
+    start, stop = text.find(begin), text.find(end)
     if start >= 0 and stop > start:
-        text = text[:start] + section + text[stop + len(END):]
+        text = text[:start] + section + text[stop + len(end):]
     else:
-        text = text.rstrip("\n") + ("\n\n" if text else "") + HEADING + "\n\n" + section + "\n"
+        text = text.rstrip("\n") + ("\n\n" if text else "") + heading + "\n\n" + section + "\n"
     with open(path, "w") as f:
         f.write(text)
 

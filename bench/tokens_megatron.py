@@ -47,34 +47,52 @@ def helpers_origin():
     return "wheel" if shipped else "built here"
 
 
+def open_group(cache):
+    """Rank 0 of a gloo process group of one, its file rendezvous in `cache` (made if absent):
+    BlendedDataset asks the process group for its rank when it writes a cache, as rank 0 of a
+    one-GPU job would answer."""
+    import torch
+    cache = os.path.abspath(cache)  # file://build/... would name a host "build"
+    os.makedirs(cache, exist_ok=True)
+    torch.distributed.init_process_group(
+        "gloo", init_method="file://" + os.path.join(cache, "rendezvous"), rank=0, world_size=1,
+        timeout=datetime.timedelta(seconds=60))
+
+
+def build_train(prefixes, weights, samples, seq_len, seed, cache):
+    """megatron-core's BlendedMegatronDatasetBuilder over the sources with their weights: the
+    training split (a BlendedDataset over one GPTDataset per source) of `samples` samples of
+    seq_len + 1 tokens, its indices in `cache`. Needs open_group first."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder)
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.tokenizers.text.libraries.null_tokenizer import NullTokenizer
+    config = GPTDatasetConfig(
+        random_seed=seed, sequence_length=seq_len, blend=(list(prefixes), list(weights)),
+        split="100,0,0", path_to_cache=os.path.abspath(cache), tokenizer=NullTokenizer(50_256),
+        reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False)
+    train, _, _ = BlendedMegatronDatasetBuilder(
+        GPTDataset, [samples, 0, 0], lambda: True, config).build()
+    return train
+
+
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
-    from megatron.core.datasets.blended_megatron_dataset_builder import (
-        BlendedMegatronDatasetBuilder)
-    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    # Imported here, before the import RSS and the clock: build_train finds them loaded.
+    from megatron.core.datasets import blended_megatron_dataset_builder, gpt_dataset  # noqa: F401
     from megatron.core.datasets import helpers  # noqa: F401 (raises when helpers_cpp is absent)
-    from megatron.core.tokenizers.text.libraries.null_tokenizer import NullTokenizer
+    from megatron.core.tokenizers.text.libraries import null_tokenizer  # noqa: F401
     import torch
-    # BlendedDataset asks the process group for its rank when it writes a cache: a group of one,
-    # rank 0 of world size 1, as a one-GPU job has (gloo, on the CPU).
-    cache = os.path.abspath(spec["cache"])  # file://build/... would name a host "build"
-    os.makedirs(cache, exist_ok=True)
-    torch.distributed.init_process_group(
-        "gloo", init_method="file://" + os.path.join(cache, "rendezvous"), rank=0, world_size=1,
-        timeout=datetime.timedelta(seconds=60))
+    cache = os.path.abspath(spec["cache"])
+    open_group(cache)
     import_rss = peak_rss_mb()
 
-    config = GPTDatasetConfig(
-        random_seed=spec["seed"], sequence_length=spec["seq_len"],
-        blend=(spec["prefixes"], spec["weights"]), split="100,0,0",
-        path_to_cache=cache, tokenizer=NullTokenizer(50_256),
-        reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False)
     started = time.perf_counter()
-    train, _, _ = BlendedMegatronDatasetBuilder(
-        GPTDataset, [spec["samples"], 0, 0], lambda: True, config).build()
+    train = build_train(spec["prefixes"], spec["weights"], spec["samples"], spec["seq_len"],
+                        spec["seed"], cache)
     sample = train[0]
     seconds = time.perf_counter() - started
     if sample["tokens"].shape[0] != spec["seq_len"]:

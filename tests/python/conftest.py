@@ -25,13 +25,18 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(scope="session")
-def cli():
+def cli_path():
+    """The built CLI's path (for a script that runs it itself)."""
     path = os.environ.get("DISTSAMPLER_BIN", os.path.join(ROOT, "build", "bin", "distsampler"))
     if not os.path.exists(path):
         pytest.fail(f"distsampler binary not found at {path}; build first")
+    return path
 
+
+@pytest.fixture(scope="session")
+def cli(cli_path):
     def run(*args, check=True):
-        proc = subprocess.run([path, *map(str, args)], capture_output=True, text=True)
+        proc = subprocess.run([cli_path, *map(str, args)], capture_output=True, text=True)
         if check and proc.returncode != 0:
             raise AssertionError(f"distsampler {' '.join(map(str, args))}: {proc.stderr}")
         return proc
