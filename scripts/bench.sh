@@ -9,7 +9,8 @@
 # on their orders, a section of docs/quality.md; and the tokens stage (bench/tokens.py):
 # megatron-core's BlendedDataset + GPTDataset index build (from .venv) and Grain's packing against
 # `distsampler tokens plan` on 100 Megatron-format sources written to build/tokens-bench (about
-# 3.5 GB on disk, kept between runs), the "Token streams" section of docs/benchmarks.md.
+# 3.5 GB on disk, kept between runs), the "Token streams" section of docs/benchmarks.md, and
+# bench/tokens_blend_change.py: Megatron's blend weights changed at a resume against ours.
 # DISTSAMPLER_BENCH_PEERS=0 skips all three, DISTSAMPLER_BENCH_TOKENS=0 the tokens stage.
 # Usage, as root on Debian 12 or 13:  bash scripts/bench.sh [--full]
 set -euo pipefail
@@ -31,6 +32,9 @@ if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
     --write docs/quality.md
   if [ "${DISTSAMPLER_BENCH_TOKENS:-1}" != 0 ]; then
     "$peers_python" bench/tokens.py --build build --torch2-python "$torch2_python" \
+      --write docs/benchmarks.md
+    # Megatron's blend weights changed at a resume, against ours (seconds; megatron-core's venv).
+    "$torch2_python" bench/tokens_blend_change.py --distsampler build/bin/distsampler \
       --write docs/benchmarks.md
   fi
 fi

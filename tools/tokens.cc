@@ -67,6 +67,8 @@ plan:
   --world-size W          ranks (default 1)
   --rank R                0 <= R < W (default 0)
   --steps FIRST:LAST      the steps to print, inclusive (default 0:0)
+  --save FILE             write the checkpoint after step LAST (TokenStream.state_dict()'s, as
+                          JSON) to FILE
 audit:
   --state FILE            a checkpoint (JSON of TokenStream.state_dict()); repeat per file
   --sequences FILE        JSON lines, each with a "sequence" key: what the run read (every rank)
@@ -227,6 +229,7 @@ int run_plan(Flags& flags, std::ostream& out) {
   const uint64_t world = flags.take_u64("--world-size", 1);
   const uint64_t rank = flags.take_u64("--rank", 0);
   const auto [first, last] = parse_steps(flags.take_string("--steps", "0:0"));
+  const std::string save = flags.take_string("--save", "");
   flags.finish();
   rank_sequences(run.options.global_batch, world, rank, 0);  // the checks, before any work
   TokenPlan plan = make_plan(run);
@@ -244,6 +247,11 @@ int run_plan(Flags& flags, std::ostream& out) {
       out << "]}\n";
     }
     check_output(out);
+  }
+  if (!save.empty()) {
+    std::ofstream file(save);
+    file << canonical_json(plan.state_dict(world)) << "\n";
+    if (!file.flush()) throw UsageError("--save " + save + ": cannot write");
   }
   return kExitOk;
 }

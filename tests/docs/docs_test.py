@@ -211,7 +211,10 @@ def scan(path, rel):
 
 
 def matches(expected, got):
-    """Whether output `got` is what `expected` shows ("..." lines and line ends as wildcards)."""
+    """Whether output `got` is what `expected` shows ("..." lines and line ends as wildcards; no
+    lines: no output)."""
+    if not expected.strip():
+        return not got.strip()
     pattern = ""
     for line in expected.rstrip("\n").split("\n"):
         line = line.rstrip()

@@ -10,7 +10,7 @@ write_indexed below, whose bytes the torch 2 run checks equal megatron-core's.
 import json
 import os
 import random
-import struct
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +18,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from distsampler.tokens import TokenStream  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tokens"))
+from write_indexed import write_indexed  # noqa: E402  (the format's writer, checked below)
 
 L, B = 32, 24
 
@@ -30,25 +33,6 @@ def megatron_builder():
             raise
         return None
     return IndexedDatasetBuilder
-
-
-def write_indexed(prefix, documents, dtype=np.uint16):
-    """The .bin/.idx megatron-core's IndexedDatasetBuilder writes (add_item + end_document per
-    document): its format, byte for byte."""
-    code = {np.uint8: 1, np.int8: 2, np.int16: 3, np.int32: 4, np.int64: 5, np.uint16: 8}[dtype]
-    size = np.dtype(dtype).itemsize
-    with open(prefix + ".bin", "wb") as f:
-        for doc in documents:
-            f.write(np.asarray(doc, dtype=dtype).tobytes())
-    lengths = [len(d) for d in documents]
-    pointers = np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64) * size]) \
-        if lengths else np.zeros(0, np.int64)
-    with open(prefix + ".idx", "wb") as f:
-        f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", code))
-        f.write(struct.pack("<Q", len(lengths)) + struct.pack("<Q", len(lengths) + 1))
-        f.write(np.asarray(lengths, np.int32).tobytes())
-        f.write(np.asarray(pointers, np.int64).tobytes())
-        f.write(np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
 
 
 def token(source, document, offset):
