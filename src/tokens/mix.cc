@@ -441,23 +441,34 @@ uint64_t Mixer::piece_length(uint32_t source) const {
 
 Piece Mixer::next() {
   // WF2Q: among the sources whose service has not run ahead of their share (2^32 c_s <= their
-  // target: the share before the weights in force, plus q_s of the tokens since), the one whose
-  // next piece finishes first in the fluid schedule (the least (2^32 (c_s + l_s) - A_s) / q_s;
-  // the lowest index on a tie). Some source is always eligible: the shares sum to T.
+  // target times 2^32: the share before the weights in force, A_s, plus q_s of the tokens since),
+  // the one whose next piece finishes first in the fluid schedule, the least
+  // (2^32 (c_s + l_s) - A_s) / q_s; the lowest index on a tie. Some source is always eligible:
+  // the shares sum to T. The finish is compared relative to now (each numerator less its
+  // target times 2^32, a term common to all once divided by q_s), which keeps the numerators
+  // within a piece or so of lag times 2^32 and the cross products well inside 128 bits.
   const Wide since = total_ - mix_.base;
   size_t best = sources_.size();
   SignedWide best_finish = 0;
   uint64_t best_quota = 1;
+  constexpr SignedWide kSmall = SignedWide{1} << 90;  // |finish| below: cross products fit
   for (size_t s = 0; s < sources_.size(); ++s) {
     const SourceCursor& c = mix_.cursors[s];
     const Wide served = Wide{c.consumed} << kQuotaBits;
-    if (served > mix_.targets[s] + Wide{quotas_[s]} * since) continue;
+    const Wide target = mix_.targets[s] + Wide{quotas_[s]} * since;
+    if (served > target) continue;
     const SignedWide finish =
         static_cast<SignedWide>(served + (Wide{piece_length(static_cast<uint32_t>(s))} << kQuotaBits)) -
-        static_cast<SignedWide>(mix_.targets[s]);
-    if (best == sources_.size() || less_ratio(finish, quotas_[s], best_finish, best_quota)) {
-      best = s, best_finish = finish, best_quota = quotas_[s];
+        static_cast<SignedWide>(target);
+    bool earlier = best == sources_.size();
+    if (!earlier) {
+      const bool small = finish < kSmall && finish > -kSmall && best_finish < kSmall &&
+                         best_finish > -kSmall;
+      earlier = small ? finish * static_cast<SignedWide>(best_quota) <
+                            best_finish * static_cast<SignedWide>(quotas_[s])
+                      : less_ratio(finish, quotas_[s], best_finish, best_quota);
     }
+    if (earlier) best = s, best_finish = finish, best_quota = quotas_[s];
   }
   const auto source = static_cast<uint32_t>(best);
   SourceCursor& c = mix_.cursors[source];
