@@ -18,7 +18,10 @@ Usage (the PyTorch 2 venv, where megatron-core is installed: requirements/torch2
 
 Writes OUT_DIR/<name>.bin and .idx per source (shard) and OUT_DIR/corpus.json: each source's
 prefixes (a list: its shards, in order, relative to OUT_DIR), documents, tokens and the files it
-was read from.
+was read from. Beside them, one more shard that no source holds, for an edit to append
+(train_gpt.py --append STEP:0=python_more): python_more, Python's next files after the python
+source's, up to --extra-bytes; corpus.json lists it under "extra". The sources are the same with
+or without it.
 """
 import argparse
 import glob
@@ -74,6 +77,7 @@ def fortune_documents():
 
 SOURCES = [("python", python_documents, 1), ("copyright", copyright_documents, 2),
            ("fortunes", fortune_documents, 1)]
+EXTRA = {"python": "python_more"}  # a source's next documents, written apart to be appended
 
 
 def take(documents, max_bytes):
@@ -112,11 +116,21 @@ def main():
     p.add_argument("out_dir")
     p.add_argument("--max-bytes", type=int, default=2_000_000,
                    help="text per source, at most (default 2,000,000)")
+    p.add_argument("--extra-bytes", type=int, default=100_000,
+                   help="text of python_more: Python's next files after the python source's, "
+                   "for train_gpt.py's --append (default 100,000)")
     args = p.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     corpus = {"vocab_size": VOCAB, "eod": EOD, "dtype": "uint16", "sources": []}
     for name, documents, shards in SOURCES:
-        docs = take(documents(), args.max_bytes)
+        more = take(documents(), args.max_bytes + args.extra_bytes) if name in EXTRA else []
+        docs = take(more or documents(), args.max_bytes)
+        more = more[len(docs):]
+        if more:  # take's cut is greedy, in order: the first len(docs) of `more` are docs
+            tokens = write(os.path.join(args.out_dir, EXTRA[name]), more)
+            corpus.setdefault("extra", []).append(
+                {"name": EXTRA[name], "prefixes": [EXTRA[name]], "documents": len(more),
+                 "tokens": tokens, "files": sorted({d for d, _ in more})})
         cut = [round(len(docs) * s / shards) for s in range(shards + 1)]
         prefixes, tokens = [], 0
         for s in range(shards):
@@ -128,6 +142,9 @@ def main():
                                                                      for d, _ in docs})})
         print(f"{name}: {len(docs)} documents, {tokens} tokens, {len(prefixes)} shard(s)",
               flush=True)
+    for extra in corpus.get("extra", []):
+        print(f"{extra['name']} (extra, to append): {extra['documents']} documents, "
+              f"{extra['tokens']} tokens", flush=True)
     with open(os.path.join(args.out_dir, "corpus.json"), "w") as f:
         json.dump(corpus, f, indent=1)
     return 0

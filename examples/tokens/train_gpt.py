@@ -15,6 +15,14 @@ sequences, in the same order, as an uninterrupted one.
         --steps 200 --checkpoint-every 20
     (stopped; later, on 3 ranks, the same command with --nproc_per_node=3 --resume --attempt 1)
 
+Edits from a step on (docs/tokens.md, "Edits"), the flags of `distsampler tokens plan`, each
+repeatable: --change STEP:W0,W1,... (the weights, in corpus.json's order of sources), --ramp
+A:B:W0,W1,..., --append STEP:S=PREFIX (a corpus.json name, such as prepare_corpus.py's extra
+python_more, or shard prefixes joined by commas, relative to --data; S = 3 adds a fourth source,
+weighted by a --change at STEP), --skip STEP:FILE (lines "source document"). A resume declares
+the edits before its checkpoint's step again (the stream refuses one that drops any, naming
+"edits"), and may add edits of later steps.
+
 The model: a decoder-only transformer (--layers, --d-model, --heads; learned positions, pre-norm,
 tied embeddings), each token attending to the earlier tokens of its own document (the batch's
 segment_ids), AdamW, a fixed seed, float64 (--dtype). The loss is the mean over the global batch's
@@ -118,7 +126,54 @@ def make_stream(args, corpus):
     options = {"window": args.window} if args.packing == "best-fit" else {}
     return TokenStream(sources=sources, seq_len=args.seq_len, global_batch=args.global_batch,
                        seed=args.seed, packing=args.packing, micro_batch=args.micro_batch,
-                       **options)
+                       **options, **edits(args, corpus))
+
+
+def edits(args, corpus):
+    """TokenStream's changes, ramps, appends and skips from the edit flags, the syntax of
+    `distsampler tokens plan`'s (tools/tokens.cc): --change STEP:W0,W1,..., --ramp
+    A:B:W0,W1,..., --append STEP:S=PREFIX (a name of corpus.json's sources or extra, else shard
+    prefixes joined by commas, relative to --data), --skip STEP:FILE (lines "source document",
+    # comments)."""
+    def split(flag, value, syntax):
+        fields = syntax.count(":") + 1
+        parts = value.split(":", fields - 1)
+        if len(parts) != fields:
+            raise SystemExit(f"{flag} {value}: expected {syntax}")
+        try:
+            return [int(x) for x in parts[:-1]] + [parts[-1]]
+        except ValueError:
+            raise SystemExit(f"{flag} {value}: a step is not an integer") from None
+
+    def weights(flag, value, text):
+        try:
+            return [float(w) for w in text.split(",")]
+        except ValueError:
+            raise SystemExit(f"{flag} {value}: expected weights W0,W1,...") from None
+
+    named = {s["name"]: s["prefixes"] for s in corpus["sources"] + corpus.get("extra", [])}
+    changes = [(step, weights("--change", v, rest))
+               for v in args.change for step, rest in [split("--change", v, "STEP:W0,W1,...")]]
+    ramps = [(start, end, weights("--ramp", v, rest))
+             for v in args.ramp for start, end, rest in [split("--ramp", v, "A:B:W0,W1,...")]]
+    appends = []
+    for v in args.append:
+        step, rest = split("--append", v, "STEP:SOURCE=PREFIX")
+        source, _, prefix = rest.partition("=")
+        if not source.isdigit() or not prefix:
+            raise SystemExit(f"--append {v}: expected STEP:SOURCE=PREFIX")
+        shards = named.get(prefix, prefix.split(","))
+        appends.append((step, int(source), [os.path.join(args.data, p) for p in shards]))
+    skips = []
+    for v in args.skip:
+        step, path = split("--skip", v, "STEP:FILE")
+        with open(path) as f:
+            lines = [line.split() for line in f]
+        listed = [fields for fields in lines if fields and not fields[0].startswith("#")]
+        if any(len(fields) != 2 or not "".join(fields).isdigit() for fields in listed):
+            raise SystemExit(f"--skip {v}: expected lines \"source document\"")
+        skips.append((step, [(int(s), int(d)) for s, d in listed]))
+    return {"changes": changes, "ramps": ramps, "appends": appends, "skips": skips}
 
 
 def save(path, model, optimizer, stream, step):
@@ -290,6 +345,19 @@ def parse_args(argv=None):
     p.add_argument("--packing", choices=["concat", "best-fit"], default="concat")
     p.add_argument("--window", type=int, default=64, help="best-fit's window of documents")
     p.add_argument("--seed", type=int, default=0)
+    edit = p.add_argument_group("edits from a step on (docs/tokens.md, \"Edits\"; repeatable; "
+                                "a resume must declare the edits before its checkpoint again)")
+    edit.add_argument("--change", action="append", default=[], metavar="STEP:W0,W1,...",
+                      help="the weights of every source, in corpus order (new ones included)")
+    edit.add_argument("--ramp", action="append", default=[], metavar="A:B:W0,W1,...",
+                      help="the weights move linearly from those in force at step A to these at B")
+    edit.add_argument("--append", action="append", default=[], metavar="STEP:S=PREFIX",
+                      help="PREFIX's documents join source S (S = the number of sources: a new "
+                      "source, weighted by a --change at STEP); PREFIX: a corpus.json name, or "
+                      "shard prefixes joined by commas, relative to --data")
+    edit.add_argument("--skip", action="append", default=[], metavar="STEP:FILE",
+                      help="the documents FILE lists (lines \"source document\") are never read "
+                      "from STEP on")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers a rank")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=64)

@@ -18,9 +18,18 @@ sequence left out, one repeated, one changed, and a launch that trained the step
 checkpoint's again are each reported, and so is a real run whose last resume is one step late
 (its checkpoint's stream advanced by one step through the public API, the model's not).
 
+--edits: every run reads a schedule of edits (docs/tokens.md, "Edits"; edit_schedule): a weight
+change and python_more appended as a new source before the first kill, then a ramp that only the
+resumed launches declare and a skip list that only the last declares, each at a step after the
+checkpoint its first launch resumes from (the uninterrupted run declares all from the start).
+The check above must pass as it is; each edit must change the stream from its step on (checked
+in process first); and, besides the late resume, the last resume without the latest edit its
+checkpoint records must be refused: the launch exits non-zero with the ValueError naming
+"edits", before training a step.
+
 usage: tokens_kill_resume.py PYTHON_PACKAGE_DIR [--steps S] [--checkpoint-every N] [--seed N]
                              [--seq-len L] [--packing concat|best-fit] [--micro-batch M]
-                             [--chart PNG] [--work DIR] [--no-broken]
+                             [--chart PNG] [--work DIR] [--no-broken] [--edits]
 PYTHON_PACKAGE_DIR holds the built package (build/python). Run with the PyTorch 2 venv's
 interpreter (megatron-core writes the corpus). --chart draws both runs' loss (docs/tokens_run.md's
 chart: see there for the command). A process of a launch still alive LEFTOVER_GRACE seconds after
@@ -28,6 +37,7 @@ torchrun exited fails the test, after it is killed.
 """
 import argparse
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -139,28 +149,101 @@ def stream_hash(lines):
                           .encode()).hexdigest()
 
 
-def advance_one_step(out, args):
-    """A broken resume: the checkpoint's stream one step further than its model, made through
-    the public API (load the state on one rank, take one step's batch, save the state)."""
-    import json
+def kill_windows(s):
+    """The steps each killed launch is killed in: past a checkpoint of this launch and not on
+    one, so that steps are rolled back; the first in the first third, the second in the second:
+    each world size trains a share."""
+    return [(s // 6, s // 3), (s // 2, 2 * s // 3)]
 
-    import torch
+
+def kill_step_of(rng, start, c, window):
+    """A launch from step `start` is killed at a step of `window`, or the first past its first
+    checkpoint (start + c) when the window ends before; never on a checkpoint (nothing would be
+    rolled back): at most max(start + c + 1, window's end) + 1."""
+    first = start + c + 1
+    kill_step = rng.randint(max(first, window[0]), max(first, window[1]))
+    return kill_step + 1 if kill_step % c == 0 else kill_step
+
+
+def local_stream(args, flags):
+    """train_gpt.py's stream with the run's configuration and these edit flags, in this process
+    (one replica: no process group)."""
     sys.path.insert(0, EXAMPLES)
     import train_gpt
-    path = os.path.join(out, "checkpoint.pt")
-    checkpoint = torch.load(path)
     with open(os.path.join(args.corpus, "corpus.json")) as f:
         corpus = json.load(f)
-    options = train_gpt.parse_args(["--data", args.corpus, "--out", out, "--steps", "1",
+    options = train_gpt.parse_args(["--data", args.corpus, "--out", "-", "--steps", "1",
                                     "--global-batch", str(GLOBAL_BATCH),
-                                    "--seq-len", str(args.seq_len)] + args.stream)
-    stream = train_gpt.make_stream(options, corpus)  # one replica: no process group
+                                    "--seq-len", str(args.seq_len)] + args.stream + flags)
+    return train_gpt.make_stream(options, corpus)
+
+
+def advance_one_step(out, args, flags):
+    """A broken resume: the checkpoint's stream one step further than its model, made through
+    the public API (load the state on one rank, take one step's batch, save the state)."""
+    import torch
+    path = os.path.join(out, "checkpoint.pt")
+    checkpoint = torch.load(path)
+    stream = local_stream(args, flags)
     stream.load_state_dict(checkpoint["stream"])
     batches = iter(stream.loader(num_workers=0))
     next(batches)
     checkpoint["stream"] = stream.state_dict()
     del batches
     torch.save(checkpoint, path)
+
+
+def edit_schedule(args, work):
+    """--edits: [(the first launch that declares it, its step, its flags)], by step. Before the
+    first kill: a weight change, and python_more appended as a new source with the four weights.
+    Then edits declared at a resume, the uninterrupted run declaring them from the start: a ramp
+    from after every possible start of launch 1 (the first resume) and a skip list (every other
+    fortune) from after every possible start of launch 2; the first resume's checkpoint then
+    records the ramp, which launch 2 declares again."""
+    s, c = args.steps, args.checkpoint_every
+    latest = []  # the latest kill step of each killed launch (kill_step_of), after which the
+    for window in kill_windows(s):  # next launch starts (from a checkpoint before it)
+        latest.append(max((latest[-1] if latest else 0) + c + 1, window[1]) + 1)
+    ramp, skip = (latest[0] + 1, latest[0] + 1 + c), latest[1] + 1
+    if c < 3 or skip >= s:
+        raise SystemExit(f"--edits: --steps {s} is too few for --checkpoint-every {c} (a skip "
+                         f"list at step {skip} must come before the end; at least 3 steps a "
+                         "checkpoint: two edits before the first)")
+    with open(os.path.join(args.corpus, "corpus.json")) as f:
+        fortunes = json.load(f)["sources"][2]
+    skips = os.path.join(work, "skip.txt")
+    with open(skips, "w") as f:
+        f.write("# source document: every other fortune\n"
+                + "".join(f"2 {d}\n" for d in range(0, fortunes["documents"], 2)))
+    return [(0, c // 2, ["--change", f"{c // 2}:0.3,0.3,0.4"]),
+            (0, c - 1, ["--append", f"{c - 1}:3=python_more",
+                        "--change", f"{c - 1}:0.3,0.2,0.2,0.3"]),
+            (1, ramp[0], ["--ramp", f"{ramp[0]}:{ramp[1]}:0.1,0.3,0.3,0.3"]),
+            (2, skip, ["--skip", f"{skip}:{skips}"])]
+
+
+def declared(schedule, attempt):
+    """The edit flags launch `attempt` declares (the uninterrupted run: all of them)."""
+    return [flag for first, _, flags in schedule if first <= attempt for flag in flags]
+
+
+def check_edits_change_stream(args, schedule):
+    """Each edit must change the stream from its step on, and no step before it (else the run
+    would pass without it): the schedule's first i + 1 edits against its first i, in this
+    process."""
+    sys.path.insert(0, EXAMPLES)
+    import train_gpt
+    steps = []
+    for i in range(len(schedule) + 1):
+        stream = local_stream(args, [f for _, _, flags in schedule[:i] for f in flags])
+        batches = iter(stream.loader(num_workers=0))
+        steps.append([train_gpt.row_hashes(next(batches)) for _ in range(args.steps)])
+    for i, (_, step, flags) in enumerate(schedule):
+        before, after = steps[i], steps[i + 1]
+        differ = [t for t in range(args.steps) if before[t] != after[t]]
+        assert differ and differ[0] >= step, (f"{' '.join(flags)}: the steps it changes are "
+                                              f"{differ[:8]}, not from step {step} on")
+        print(f"{' '.join(flags)}: changes the stream from step {differ[0]} on", flush=True)
 
 
 def main():
@@ -176,6 +259,9 @@ def main():
     p.add_argument("--work", help="keep everything here (default: a temporary folder, removed)")
     p.add_argument("--no-broken", action="store_true",
                    help="skip the late-resume run that must fail the check")
+    p.add_argument("--edits", action="store_true",
+                   help="every run with a schedule of edits (edit_schedule), some declared only "
+                   "at a resume; and a resume that drops one must be refused")
     args = p.parse_args()
     sys.path.insert(0, args.package_dir)
     rng = random.Random(args.seed)
@@ -205,30 +291,28 @@ def run(args, rng, work):
     if args.micro_batch:
         common += ["--micro-batch", str(args.micro_batch)]
     s, c = args.steps, args.checkpoint_every
+    worlds = [2, 3, 1]
+    schedule = edit_schedule(args, work) if args.edits else []
+    if schedule:
+        check_edits_change_stream(args, schedule)
 
     ref = os.path.join(work, "uninterrupted")
     began = time.time()
-    r = torchrun(args.package_dir, 1, common, ref, timeout=300)
+    r = torchrun(args.package_dir, 1, common + declared(schedule, len(worlds)), ref, timeout=300)
     assert r.returncode == 0, f"the uninterrupted run failed:\n{r.stdout}"
-    print(f"uninterrupted: W=1, {s} steps ({time.time() - began:.0f} s)", flush=True)
+    print(f"uninterrupted: W=1, {s} steps ({time.time() - began:.0f} s)"
+          + (", every edit declared from the start" if schedule else ""), flush=True)
 
     resumed = os.path.join(work, "resumed")
-    launches, late = [], None
-    # Kill steps: past a checkpoint of this launch and not on one, so that steps are rolled back;
-    # the first in the first third, the second in the second: each world size trains a share.
-    windows = [(s // 6, s // 3), (s // 2, 2 * s // 3)]
-    worlds = [2, 3, 1]
+    launches, late, dropped = [], None, None
     for attempt, world in enumerate(worlds):
         start = checkpoint_step(resumed) if attempt else 0
-        argv = common + ["--attempt", str(attempt)] + (["--resume"] if attempt else [])
+        argv = (common + declared(schedule, attempt) + ["--attempt", str(attempt)]
+                + (["--resume"] if attempt else []))
         killed = attempt + 1 < len(worlds)
         where = f"attempt {attempt}: W={world} from step {start}, "
         if killed:
-            first = start + c + 1
-            low, high = windows[attempt]
-            kill_step = rng.randint(max(first, low), max(first, high))
-            if kill_step % c == 0:  # on a checkpoint nothing is rolled back
-                kill_step += 1
+            kill_step = kill_step_of(rng, start, c, kill_windows(s)[attempt])
             kill_rank = rng.randrange(world)
             argv += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_step)]
             where += f"rank {kill_rank} killed at step {kill_step}"
@@ -237,6 +321,9 @@ def run(args, rng, work):
             if not args.no_broken:  # the late resume's launch starts from this checkpoint
                 late = os.path.join(work, "late")
                 shutil.copytree(resumed, late)
+                if schedule:  # and so does the one that drops an edit
+                    dropped = os.path.join(work, "dropped")
+                    shutil.copytree(resumed, dropped)
         began = time.time()
         r = torchrun(args.package_dir, world, argv, resumed, timeout=300)
         if killed:
@@ -270,15 +357,31 @@ def run(args, rng, work):
              for rank, lines in ranks.items()}
     assert counted(launches[:-1] + [(start, again)], s)[2], "the check passed a step trained again"
     if late:
-        advance_one_step(late, args)
+        advance_one_step(late, args, declared(schedule, 2))
         start = launches[-1][0]
-        r = torchrun(args.package_dir, 1, common + ["--attempt", "2", "--resume"], late,
+        r = torchrun(args.package_dir, 1,
+                     common + declared(schedule, 2) + ["--attempt", "2", "--resume"], late,
                      timeout=300)
         assert r.returncode == 0, f"the late resume's launch failed:\n{r.stdout}"
         broken, _, problems = counted(launches[:-1] + [(start, read_log(late, 2))], s)
         problems += check(reference, broken, s, GLOBAL_BATCH)
         assert problems, "the check passed a resume one step late"
         print(f"the check fails a resume one step late: {problems[0]}", flush=True)
+    if dropped:
+        # The last resume without the latest edit its checkpoint records (the ramp that the
+        # first resume declared, when that launch's checkpoint came after the ramp's step).
+        start = launches[-1][0]
+        drop = max((e for e in schedule if e[1] < start), key=lambda e: e[1])
+        argv = [f for e in schedule if e[0] <= 2 and e is not drop for f in e[2]]
+        r = torchrun(args.package_dir, 1, common + argv + ["--attempt", "2", "--resume"],
+                     dropped, timeout=300)
+        refused = [line for line in r.stdout.splitlines() if "ValueError" in line]
+        assert r.returncode != 0 and refused and "edits" in refused[-1], (
+            f"a resume from step {start} without {' '.join(drop[2])} was not refused:\n"
+            f"{r.stdout}")
+        assert not read_log(dropped, 2), "the resume that dropped an edit trained a step"
+        print(f"a resume from step {start} without {' '.join(drop[2])} is refused: "
+              f"{refused[-1].strip()[:300]}", flush=True)
     print("the check fails a log with a sequence left out, repeated or changed, and a launch that "
           "trained a step before its checkpoint's again", flush=True)
 
