@@ -102,7 +102,6 @@ class Shell:
 
     _core: Any  # _core.PassSampler
     _built_size: int  # len(dataset) when built, for a sampler with a dataset
-    num_replicas: int
     # Raised instead of the core's IndexError when a pass cannot start because seed + epoch
     # leaves the seed's range (the samplers that reproduce PyTorch's error); None: IndexError.
     _seed_overflow: Optional[type] = None
