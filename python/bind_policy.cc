@@ -144,6 +144,19 @@ class PassChunks {
   std::vector<uint64_t> buffer_;
 };
 
+// What one DataLoader worker (or the main process) reads of the iterable adapter's pass:
+// batches w, w + K, ... of the rank's share, as dataset[index]. torchdata's Stateful: its state
+// (the pass and the items yielded) resumes a worker of the same world size, rank and num_workers
+// (`where`, which the loaded state must match). `own`: the reader's own pass (the adapter used
+// alone in the main process), whose items are counted into `counter` (its PassSampler) as read.
+struct WorkerItems {
+  WorkerShare share;
+  py::object dataset;
+  py::object where;
+  py::object counter;
+  std::optional<uint64_t> own;
+};
+
 }  // namespace
 
 void bind_policy(py::module_& m) {
@@ -211,35 +224,39 @@ void bind_policy(py::module_& m) {
       .def("set_source", &PlainPolicy::set_source, py::arg("source"),
            "Read views from a PrefetchingSampler of the same options");
 
-  py::class_<WorkerShare>(m, "WorkerShare",
-                          "One DataLoader worker's part of the iterable adapter's pass (policy.h)")
+  py::class_<WorkerItems>(m, "WorkerShare",
+                          "One DataLoader worker's iterator of the iterable adapter's pass "
+                          "(policy.h's WorkerShare)")
       .def(py::init([](DistributedSampler sampler, uint64_t batch_size, uint64_t worker,
-                       uint64_t workers, uint64_t epoch, uint64_t start) {
-             return WorkerShare(std::move(sampler), batch_size, worker, workers,
-                                WorkerPosition{epoch, start, 0});
+                       uint64_t workers, uint64_t epoch, uint64_t start, py::object dataset,
+                       py::object where, py::object counter, std::optional<uint64_t> own) {
+             return WorkerItems{WorkerShare(std::move(sampler), batch_size, worker, workers,
+                                            WorkerPosition{epoch, start, 0}),
+                                std::move(dataset), std::move(where), std::move(counter), own};
            }),
            py::arg("sampler"), py::arg("batch_size"), py::arg("worker"), py::arg("workers"),
-           py::arg("epoch"), py::arg("start"))
-      .def_property_readonly("yielded", [](const WorkerShare& s) { return s.position().yielded; })
+           py::arg("epoch"), py::arg("start"), py::arg("dataset"), py::arg("where"),
+           py::arg("counter"), py::arg("own"))
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__",
-           [](WorkerShare& s) {
-             const std::optional<uint64_t> index = s.next();
+           [](WorkerItems& w) -> py::object {
+             const std::optional<uint64_t> index = w.share.next();
              if (!index) throw py::stop_iteration();
-             return *index;
+             if (w.own) {
+               w.counter.cast<BoundSampler&>().core.receive(*w.own, w.share.position().yielded);
+             }
+             return w.dataset[py::cast(*index)];
+           })
+      .def("state_dict",
+           [](const WorkerItems& w) {
+             return from_dict_value(worker_state_dict(w.share.position(), to_dict_value(w.where)));
            })
       .def(
-          "state_dict",
-          [](const WorkerShare& s, py::handle where) {
-            return from_dict_value(worker_state_dict(s.position(), to_dict_value(where)));
-          },
-          py::arg("where"), "state_dict.h's worker state; `where` what a loading worker matches")
-      .def(
           "load_state_dict",
-          [](WorkerShare& s, py::handle state, py::handle where) {
-            s.seek(parse_worker_state(to_dict_value(state), to_dict_value(where)));
+          [](WorkerItems& w, py::handle state) {
+            w.share.seek(parse_worker_state(to_dict_value(state), to_dict_value(w.where)));
           },
-          py::arg("state"), py::arg("where"), "ValueError naming the entry, changing nothing");
+          py::arg("state"), "ValueError naming the entry, changing nothing");
 
   py::class_<PassChunks>(m, "PassChunks", "One pass's items, chunk by chunk")
       .def_property_readonly("epoch", [](const PassChunks& c) { return c.started().epoch; })

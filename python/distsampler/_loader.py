@@ -1,25 +1,15 @@
 """A torch DataLoader whose checkpoint counts what the training loop received (private; public
 as distsampler.data.DataLoader and distsampler.torch.DataLoader).
 
-The protocol is torchdata's StatefulDataLoader's: the sampler is the state; it is snapshotted as
-each batch's indices are dispatched (to the fetcher, or to a worker), and when the loop receives
-batch k the checkpoint becomes the snapshot taken when batch k was dispatched. Prefetching,
-workers, pinning and persistent workers then change nothing: ``state_dict()`` after the loop
-received k batches resumes at batch k.
-
-It rests on torch's public DataLoader surface plus one private property that every supported
-torch (1.13 to 2.13) has with the same meaning: ``_index_sampler``, which torch's iterators read
-when they are made or reset and then draw each batch's indices from. This loader returns it
-wrapped, so that each draw is a dispatch, and wraps the iterator ``__iter__`` returns, so that
-each batch it yields is a receipt. Batches arrive in dispatch order (``in_order=True``, the only
-order accepted), so the k-th receipt is the k-th dispatch. Nothing here refers back to the
-loader, so a loader held only by its own iterator is freed normally.
-
-The bookkeeping is C++ (receipts.h, bound as ``_core.LoaderTracker``): a package sampler's mark
-as each batch is dispatched, reported back to it at receipt; a foreign sampler with
-``state_dict`` / ``load_state_dict`` is snapshotted through them; one without is fast-forwarded on
-resume by drawing and discarding the batches already received (exact for deterministic samplers
-only).
+torchdata's StatefulDataLoader protocol: the sampler's state is snapshotted as each batch's
+indices are dispatched (to the fetcher, or to a worker), and when the loop receives batch k the
+checkpoint becomes batch k's snapshot, so prefetching, workers and pinning change nothing. Beyond
+torch's public surface it reads ``_index_sampler`` (the same in torch 1.13 to 2.13), returned
+wrapped so that each draw is a dispatch; the iterator ``__iter__`` returns is wrapped so that each
+batch is a receipt (``in_order=True`` only: the k-th receipt is the k-th dispatch). Nothing
+refers back to the loader, so a loader held only by its own iterator is freed normally. The
+bookkeeping is C++ (receipts.h, ``_core.LoaderTracker``); a foreign sampler without
+``state_dict`` is fast-forwarded on resume (exact for deterministic samplers only).
 """
 from typing import TYPE_CHECKING, Any, Dict, TypeVar
 

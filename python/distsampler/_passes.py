@@ -1,18 +1,13 @@
 """The shell every sampler of the package is (private): a thin layer over the C++ core's one pass
 sampler (policy.h's PolicySampler, ``_core.PassSampler``), which owns the passes, the epoch, the
-progress and the checkpoint format of every kind (state_dict.h). Python keeps what only Python
-can do: torch.distributed's collectives, warnings, pickling, and PyTorch's names and errors.
+progress and the checkpoint format (state_dict.h). Python keeps what only Python can do:
+torch.distributed's collectives, warnings, pickling, and PyTorch's names and errors.
 
-A *pass* is one iteration over a sampler. Its epoch and start are decided when it starts
-producing (the first ``next()``), never at ``iter()``: a DataLoader with workers calls ``iter()``
-on its sampler more than once per epoch, and only the iterator it reads from counts.
-
-The loader protocol: torchdata's ``Stateful`` (``state_dict``/``load_state_dict``);
-distsampler.data.DataLoader's tracker (receipts.h) also reports each batch the loop receives to
-the sampler's PassSampler, so the checkpoint counts what the loop received, whatever was fetched
-ahead. An iterable dataset of the package (distsampler.data's adapter) adds
-``check_loader(loader)`` and ``progress_start()`` (the loader starts its pass in the main
-process).
+A pass's epoch and start are decided at its first ``next()``, never at ``iter()``: a DataLoader
+with workers calls ``iter()`` more than once per epoch. The loader protocol is torchdata's
+``Stateful``; distsampler.data.DataLoader (receipts.h) reports each batch the loop receives to the
+sampler's PassSampler. The iterable adapter adds ``check_loader(loader)`` and
+``progress_start()`` (its pass starts in the main process).
 """
 import itertools
 import operator
@@ -37,10 +32,7 @@ class CheckpointMismatch(ValueError):
     load its checkpoint)."""
 
 
-# A Python integer as the core's uint64 fields take it, a ValueError naming the parameter
-# otherwise: a bool is not an integer here (PyTorch's samplers refuse it), a float is
-# operator.index's TypeError.
-check_uint64 = _core.check_count
+check_uint64 = _core.check_count  # a uint64 of the core, else ValueError naming the parameter
 
 
 def resolve_world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
@@ -99,29 +91,17 @@ def gather_in_step(call: str, payload: Any, group: Any, mismatch: type) -> List[
     return [theirs["payload"] for theirs in gathered]
 
 
-def agree_on_checkpoint(summary: Dict[str, Any], error: Optional[Exception], group: Any) -> None:
-    """Collective: every rank gathers every rank's (configuration, epoch, consumed) of the
-    checkpoint it loads, or its error, and every rank raises CheckpointMismatch when they differ
-    or any rank failed, naming the ranks."""
-    mine = {"error": None if error is None else f"{type(error).__name__}: {error}", **summary}
-    message = _core.describe_checkpoints(
-        gather_in_step("load_state_dict", mine, group, CheckpointMismatch))
-    if message:
-        raise CheckpointMismatch(message)
-
-
 # ---- The shell ----------------------------------------------------------------------------------
 
 class Shell:
     """What every sampler of the package is over ``_core.PassSampler``: set_epoch, auto_epoch,
     passes decided at their first next(), len(), state_dict/load_state_dict (with the ranks'
-    agreement) and pickling. A subclass sets ``num_replicas``, builds its
-    policy in ``_policy()`` (from its attributes: pickling rebuilds it so) and calls
-    ``_init_shell``; hooks: ``_before_pass`` (runs as each pass starts)."""
+    agreement) and pickling. A subclass sets ``num_replicas``, builds its policy in ``_policy()``
+    (from its attributes: pickling rebuilds it so) and calls ``_init_shell``; hooks:
+    ``_before_pass`` (runs as each pass starts)."""
 
     _core: Any  # _core.PassSampler
     _built_size: int  # len(dataset) when built, for a sampler with a dataset
-    num_replicas: int
     # Raised instead of the core's IndexError when a pass cannot start because seed + epoch
     # leaves the seed's range (the samplers that reproduce PyTorch's error); None: IndexError.
     _seed_overflow: Optional[type] = None
@@ -147,18 +127,10 @@ class Shell:
     def _checked_epoch(epoch: int) -> int:
         return check_uint64("epoch", operator.index(epoch))
 
-    @property
-    def auto_epoch(self) -> bool:
-        return bool(self._core.auto_epoch)
-
-    @property
-    def epoch(self) -> int:
-        """The epoch of the latest (or, before any, the next) pass. Assigning it is set_epoch."""
-        return int(self._core.epoch)
-
-    @epoch.setter
-    def epoch(self, value: int) -> None:
-        self.set_epoch(value)
+    auto_epoch = property(lambda self: bool(self._core.auto_epoch))
+    epoch = property(lambda self: int(self._core.epoch), lambda self, value: self.set_epoch(value),
+                     doc="The epoch of the latest (or, before any, the next) pass. Assigning it "
+                         "is set_epoch.")
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next pass read `epoch`, always (auto_epoch never overrides it). Setting the
@@ -208,20 +180,35 @@ class Shell:
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Resumes from a state_dict() saved with any number of ranks: the next pass yields this
-        rank's share of the positions of the state's epoch not yet consumed. Raises ValueError,
-        changing nothing, for a malformed, edited or foreign state (naming the entry); under a
-        process group every rank checks that all ranks load the same checkpoint
-        (CheckpointMismatch otherwise)."""
+        """Resumes from a state_dict(), saved with this or any other number of ranks: the next
+        pass yields this rank's share of the global positions of the state's epoch not yet
+        consumed (the elastic rule), none when it is complete; ``len()`` stays a whole pass's.
+        Calling set_epoch with that same epoch keeps the position; another epoch starts from its
+        beginning. A complete state's next pass is empty (the rest of its epoch); the pass after
+        that, without a set_epoch call, replays the epoch or, with auto_epoch, advances.
+
+        Raises ValueError, changing nothing, when the state is malformed, corrupt (its checksum
+        fails, or a readable entry disagrees with the checksummed state) or was saved under
+        another configuration; the message names the field. The drop-in also reads its
+        version-1 states (issue 3's, no checksum). Under a process group of ``num_replicas``
+        ranks (and ``check_agreement``), every rank gathers what every rank loads and raises
+        CheckpointMismatch when the epochs, positions or configurations differ, or when one
+        rank's state was rejected.
+        """
         error, parsed = None, None
         try:
             parsed = self._core.parse_state(state)
         except ValueError as caught:
             error = caught
         if spans_group(self.num_replicas, self._check_agreement, self._process_group):
-            summary = {} if parsed is None else {
-                "epoch": parsed[0], "consumed": parsed[1], "configuration": parsed[2]}
-            agree_on_checkpoint(summary, error, self._process_group)
+            # Every rank gathers what every rank loads, or its error (state_dict.h's message).
+            mine = {"error": None if error is None else f"{type(error).__name__}: {error}"}
+            if parsed is not None:
+                mine.update(epoch=parsed[0], consumed=parsed[1], configuration=parsed[2])
+            message = _core.describe_checkpoints(gather_in_step(
+                "load_state_dict", mine, self._process_group, CheckpointMismatch))
+            if message:
+                raise CheckpointMismatch(message)
         if error is not None:
             raise error
         assert parsed is not None
@@ -238,10 +225,8 @@ class Shell:
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        state = dict(state)
-        cursor = state.pop("_cursor")
         self.__dict__.update(state)
-        self._core = _core.PassSampler(self._policy(), cursor)
+        self._core = _core.PassSampler(self._policy(), self.__dict__.pop("_cursor"))
 
 
 class PlainShell(Shell):
@@ -264,44 +249,19 @@ class PlainShell(Shell):
                              feistel_version=feistel_version, **extra)
         self._init_shell(auto_epoch, check_agreement, process_group)
 
-    # PyTorch's attributes, read-only: the configuration lives in C++ (torch declares them as
-    # writable attributes, hence the ignores). The same for the three samplers.
-    @property
-    def num_replicas(self) -> int:  # type: ignore[override]
-        return int(self._options["world_size"])
-
-    @property
-    def rank(self) -> int:  # type: ignore[override]
-        return int(self._options["rank"])
-
-    @property
-    def shuffle(self) -> bool:  # type: ignore[override]
-        return bool(self._options["shuffle"])
-
-    @property
-    def seed(self) -> int:  # type: ignore[override]
-        return int(self._plain.sampler.seed)
-
-    @property
-    def drop_last(self) -> bool:  # type: ignore[override]
-        return bool(self._options["drop_last"])
-
-    @property
-    def num_samples(self) -> int:  # type: ignore[override]
-        return int(self._plain.sampler.num_samples)
-
-    @property
-    def total_size(self) -> int:  # type: ignore[override]
-        return int(self._plain.sampler.total_size)
-
-    @property
-    def order(self) -> str:
-        return str(self._options["order"])
-
-    @property
-    def feistel_version(self) -> int:
-        """1 or 2 with the feistel order; 1 with the torch order (as in the fingerprint)."""
-        return int(self._plain.config["feistel_version"])
+    # PyTorch's attributes, read-only: the configuration lives in C++. The same for the three
+    # samplers.
+    num_replicas = property(lambda self: int(self._options["world_size"]))
+    rank = property(lambda self: int(self._options["rank"]))
+    shuffle = property(lambda self: bool(self._options["shuffle"]))
+    drop_last = property(lambda self: bool(self._options["drop_last"]))
+    order = property(lambda self: str(self._options["order"]))
+    seed = property(lambda self: int(self._plain.sampler.seed))
+    num_samples = property(lambda self: int(self._plain.sampler.num_samples))
+    total_size = property(lambda self: int(self._plain.sampler.total_size))
+    feistel_version = property(lambda self: int(self._plain.config["feistel_version"]),
+                               doc="1 or 2 with the feistel order; 1 with the torch order (as in "
+                                   "the fingerprint).")
 
     def _policy(self) -> Any:
         self._plain = _core.plain_policy(self._kind, **self._options)

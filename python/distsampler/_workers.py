@@ -1,27 +1,20 @@
 """DataLoader workers that end with the process that started them (private; used by _loader.py).
 
-PyTorch's worker watches its parent through ``ManagerWatchdog``, which reads ``os.getppid()``
-only after the worker's set-up (unpickling the dataset under spawn, ``worker_init_fn``). A parent
-killed before that leaves the worker watching init (pid 1, or a subreaper), blocked forever in
-``index_queue.get``. Here each worker process, first thing, asks the kernel for SIGKILL when its
-parent dies (``prctl(PR_SET_PDEATHSIG)``, Linux) and then exits if the parent is already gone:
-one of the two catches every death, whatever the moment.
-
-The hook is the worker's ``Process`` object. Under fork it is ``run()``, the first code of ours
-the child runs. Under spawn and forkserver the object is pickled, and it unpickles through
-``_start_worker`` below before anything else of it (the dataset, collate_fn, worker_init_fn):
-only the interpreter's start and the main module's import come earlier. This module imports no
-torch, so a spawned worker runs the guard before it imports torch.
-
-The guard itself is launch/parent.h's ``end_with_process``: the kernel's death signal
-(``prctl``) where the parent thread lives as long as the training process (fork and spawn workers
-started from its main thread), else a thread that waits on a pidfd of the training process.
+PyTorch's worker reads ``os.getppid()`` only after its set-up (unpickling the dataset under spawn,
+``worker_init_fn``): a parent killed before that leaves it blocked forever in ``index_queue.get``.
+Here each worker, first thing, runs launch/parent.h's ``end_with_process``: the kernel's death
+signal (``prctl(PR_SET_PDEATHSIG)``) where the parent thread lives as long as the training process,
+else a thread waiting on a pidfd of it, and an exit if it is already gone. The hook is the
+worker's ``Process``: ``run()`` under fork; under spawn and forkserver its pickle unpickles through
+``_start_worker`` before the dataset, collate_fn or worker_init_fn. This module imports no torch,
+so a spawned worker runs the guard before it imports torch.
 """
+import functools
 import multiprocessing
 import os
 import sys
 import threading
-from typing import Any, Dict, Tuple
+from typing import Any, Tuple
 
 from . import _core
 
@@ -69,16 +62,10 @@ class _GuardedProcess:
         return _start_worker, (guard, self._distsampler_base), state
 
 
-_classes: Dict[type, type] = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _guarded_class(process_class: type) -> type:
-    guarded = _classes.get(process_class)
-    if guarded is None:
-        guarded = _classes[process_class] = type(
-            process_class.__name__, (_GuardedProcess, process_class),
-            {"_distsampler_base": process_class})
-    return guarded
+    return type(process_class.__name__, (_GuardedProcess, process_class),
+                {"_distsampler_base": process_class})
 
 
 class GuardedContext:

@@ -59,8 +59,7 @@ class DistributedIterableDataset(PlainShell, IterableDataset):  # type: ignore[t
         self._shared = torch.zeros(3, dtype=torch.int64).share_memory_()
 
     # ---- the loader protocol of an iterable dataset (main process): distsampler's DataLoader
-    # checks the adapter and starts each pass here (and reports the batches the loop received
-    # to its PassSampler).
+    # checks the adapter, starts each pass here and reports the batches the loop received.
 
     def check_loader(self, loader: Any) -> None:
         expected = 1 if loader.batch_size is None else loader.batch_size
@@ -71,9 +70,8 @@ class DistributedIterableDataset(PlainShell, IterableDataset):  # type: ignore[t
                 "that the workers' batches arrive in the share's order")
 
     def _publish(self, epoch: int, start: int, armed: bool) -> None:
-        self._shared[0] = epoch - 2**64 if epoch >= 2**63 else epoch
-        self._shared[1] = start
-        self._shared[2] = int(armed)
+        self._shared.copy_(torch.tensor([epoch - 2**64 if epoch >= 2**63 else epoch, start,
+                                         int(armed)]))
 
     def progress_start(self) -> None:
         chunks = self._start_pass()
@@ -90,25 +88,23 @@ class DistributedIterableDataset(PlainShell, IterableDataset):  # type: ignore[t
 
     # ---- iteration (a worker, or the main process) --------------------------------------------
 
-    def _pass_to_read(self) -> Any:
-        """(epoch, start, the pass serial to count into or None) of the pass this iterator
-        reads."""
-        epoch, start, armed = (int(value) for value in self._shared.tolist())
-        epoch %= 2**64
-        if get_worker_info() is not None:
-            return epoch, start, None  # the main process decided it (or set_epoch did)
-        if armed:  # a distsampler DataLoader with num_workers=0 started it just now
-            self._shared[2] = 0
-            return epoch, start, None
-        chunks = self._start_pass()  # used alone in the main process: a pass of its own,
-        self._core.receive(chunks.serial, 0)  # counted as it is read
-        return chunks.epoch, chunks.start, chunks.serial
-
     def __iter__(self) -> Iterator[Any]:
-        epoch, start, own = self._pass_to_read()
-        info = get_worker_info()
+        # In a worker, the pass the main process decided (or set_epoch did).
+        epoch, start, armed = (int(value) for value in self._shared.tolist())
+        epoch, own, info = epoch % 2**64, None, get_worker_info()
+        if info is None and armed:  # a distsampler DataLoader with num_workers=0 started it
+            self._shared[2] = 0
+        elif info is None:  # used alone in the main process: a pass of its own, counted as read
+            chunks = self._start_pass()
+            self._core.receive(chunks.serial, 0)
+            epoch, start, own = chunks.epoch, chunks.start, chunks.serial
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-        return _WorkerShare(self, epoch, start, worker, workers, own)
+        # torchdata's StatefulDataLoader keeps each worker's iterator state: a worker of the
+        # same world size, rank and num_workers resumes where it stood (bind_policy.cc).
+        where = {"num_replicas": self.num_replicas, "rank": self.rank, "worker": worker,
+                 "num_workers": workers, "config": self._plain.config}
+        return _core.WorkerShare(self._plain.sampler, self.batch_size, worker, workers, epoch,
+                                 start, self.dataset, where, self._core, own)
 
     def state_dict(self) -> Optional[Dict[str, Any]]:  # type: ignore[override]
         """The adapter's state (the shell's state_dict) in the main process. In a DataLoader
@@ -117,40 +113,3 @@ class DistributedIterableDataset(PlainShell, IterableDataset):  # type: ignore[t
         if get_worker_info() is not None:
             return None
         return Shell.state_dict(self)
-
-    def __len__(self) -> int:
-        return Shell.__len__(self)
-
-
-class _WorkerShare:
-    """What one DataLoader worker (or the main process) reads of a pass: batches w, w + K, ...
-    of the rank's share, item by item. torchdata's Stateful: ``state_dict()`` is the pass and
-    the items this worker yielded, so torchdata's StatefulDataLoader, which keeps each worker's
-    iterator state, resumes each worker where it stood (same world size, rank and
-    ``num_workers``; distsampler.data.DataLoader resumes on any world size)."""
-
-    def __init__(self, adapter: DistributedIterableDataset, epoch: int, start: int, worker: int,
-                 workers: int, own: Optional[int]) -> None:
-        self._adapter, self._own = adapter, own
-        self._share = _core.WorkerShare(adapter._plain.sampler, adapter.batch_size, worker,
-                                        workers, epoch, start)  # policy.h's
-        self._where = {"num_replicas": adapter.num_replicas, "rank": adapter.rank,
-                       "worker": worker, "num_workers": workers, "config": adapter._plain.config}
-
-    def __iter__(self) -> "_WorkerShare":
-        return self
-
-    def __next__(self) -> Any:
-        index = next(self._share)  # StopIteration at the end of this worker's share
-        if self._own is not None:
-            self._adapter._core.receive(self._own, self._share.yielded)
-        return self._adapter.dataset[index]
-
-    def state_dict(self) -> Dict[str, Any]:
-        state: Dict[str, Any] = self._share.state_dict(self._where)
-        return state
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continues where a worker of the same rank, world size and num_workers stood; raises
-        ValueError naming the field otherwise, changing nothing (state_dict.h's format)."""
-        self._share.load_state_dict(state, self._where)

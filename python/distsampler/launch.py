@@ -84,42 +84,37 @@ def init_distributed(backend: Optional[str] = None, **kwargs: Any) -> Launch:
     import torch.distributed as dist
 
     env = os.environ
-    if dist.is_available() and dist.is_initialized():
-        local = env.get("LOCAL_RANK", env.get("SLURM_LOCALID"))
-        return Launch(dist.get_rank(), dist.get_world_size(),
-                      int(local) if local is not None else None)
-    torchrun = all(n in env for n in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-    if not torchrun:
-        found = slurm_environment(env)
-        if not found:
-            raise RuntimeError(
-                "no launcher variables: neither torchrun's (RANK, WORLD_SIZE, MASTER_ADDR, "
-                "MASTER_PORT) nor a SLURM step's (SLURM_PROCID, SLURM_STEP_NUM_TASKS); start "
-                "the program with torchrun or srun, or call torch.distributed.init_process_group")
-        env.update(found)
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if not libuv_available():
-        # A torch built without libuv (Debian 13's 2.6) refuses env://'s default store unless
-        # told; USE_LIBUV is what env:// reads.
-        env.setdefault("USE_LIBUV", "0")
-    dist.init_process_group(backend, init_method="env://", **kwargs)
-    local = env.get("LOCAL_RANK")
-    return Launch(dist.get_rank(), dist.get_world_size(),
-                  int(local) if local is not None else None)
+    local = env.get("LOCAL_RANK", env.get("SLURM_LOCALID"))  # of an existing group
+    if not (dist.is_available() and dist.is_initialized()):
+        torchrun = all(n in env for n in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+        if not torchrun:
+            found = slurm_environment(env)
+            if not found:
+                raise RuntimeError(
+                    "no launcher variables: neither torchrun's (RANK, WORLD_SIZE, MASTER_ADDR, "
+                    "MASTER_PORT) nor a SLURM step's (SLURM_PROCID, SLURM_STEP_NUM_TASKS); start "
+                    "the program with torchrun or srun, or call "
+                    "torch.distributed.init_process_group")
+            env.update(found)
+        if backend is None:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if not libuv_available():
+            # A torch built without libuv (Debian 13's 2.6) refuses env://'s default store
+            # unless told; USE_LIBUV is what env:// reads.
+            env.setdefault("USE_LIBUV", "0")
+        dist.init_process_group(backend, init_method="env://", **kwargs)
+        local = env.get("LOCAL_RANK")
+    return Launch(dist.get_rank(), dist.get_world_size(), None if local is None else int(local))
 
 
 def destroy_distributed() -> None:
     """``torch.distributed.destroy_process_group()`` after a barrier; nothing without a group.
 
     A gloo group's destructor joins gloo's threads holding the GIL in a PyTorch without pull
-    request 154976 (2025), Debian 13's 2.6 among them. A thread still dropping the last reference
-    to a tensor Python made (the last collective's, just returned to Python) waits for the GIL
-    there, and the process hangs in destroy_process_group (seen in examples/ under torchrun on
-    Debian 13). The barrier and a short sleep wait with the GIL released, so those threads can be
-    done with what they held before the group goes. That narrows the window; it cannot close it (a
-    gloo thread descheduled for longer still holds its tensor), and only such a torch needs it. Seen
-    once in a dozen runs with the barrier alone, on 2 loaded cores."""
+    request 154976 (2025), Debian 13's 2.6 among them: a thread still dropping the last reference
+    to a tensor Python made waits for the GIL, and destroy_process_group hangs (seen in examples/
+    under torchrun on Debian 13). The barrier and a short sleep wait with the GIL released, so
+    those threads finish first: that narrows the window, it cannot close it."""
     import time
 
     import torch.distributed as dist
@@ -129,6 +124,7 @@ def destroy_distributed() -> None:
     dist.barrier()
     time.sleep(0.2)
     dist.destroy_process_group()
+
 
 def libuv_available() -> bool:
     """Whether this torch's TCPStore takes the libuv backend (the default of torchrun's stores and

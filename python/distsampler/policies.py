@@ -44,8 +44,11 @@ _Integers = Union[Sequence[int], torch.Tensor, "np.ndarray[Any, Any]"]
 class _Policy(Shell):
     """A policy sampler: the world resolved as PyTorch does, the counts from the policy."""
 
-    def _init_world(self, num_replicas: Optional[int], rank: Optional[int]) -> None:
+    def _init_world(self, num_replicas: Optional[int], rank: Optional[int], drop_last: bool,
+                    seed: int = 0) -> None:
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
+        # PyTorch's attributes; a policy's randomness is its own (shuffle: it always shuffles).
+        self.drop_last, self.shuffle, self.seed = bool(drop_last), True, seed
 
 
 class _OrderCut(_Policy, _TorchDistributedSampler):
@@ -157,7 +160,7 @@ class WeightedDistributedSampler(_Policy, _TorchDistributedSampler):
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, dataset: Any = None, auto_epoch: bool = False,
                  check_agreement: bool = True, process_group: Any = None) -> None:
-        self._init_world(num_replicas, rank)
+        self._init_world(num_replicas, rank, drop_last, seed)
         if isinstance(weights, torch.Tensor):
             weights = weights.detach().cpu().numpy()
         array = np.ascontiguousarray(weights, dtype=np.float64)
@@ -165,7 +168,6 @@ class WeightedDistributedSampler(_Policy, _TorchDistributedSampler):
             raise ValueError(f"weights has shape {tuple(array.shape)}; allowed: a 1-D sequence")
         self.dataset, self.weights = dataset, torch.from_numpy(array)
         self._built_size = len(dataset) if dataset is not None else len(array)
-        self.drop_last, self.shuffle, self.seed = bool(drop_last), True, seed
         # All ranks, as torch names it; >= 1 as torch's WeightedRandomSampler requires.
         self.num_samples = check_uint64("num_samples", num_samples, 1)
         self._init_shell(auto_epoch, check_agreement, process_group)
@@ -199,10 +201,10 @@ class BlendedDistributedSampler(_Policy, _TorchDistributedSampler):
                  num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, *, flat: bool = True, auto_epoch: bool = False,
                  check_agreement: bool = True, process_group: Any = None) -> None:
-        self._init_world(num_replicas, rank)
+        self._init_world(num_replicas, rank, drop_last, seed)
         self.sizes = [check_uint64("sizes", d) if isinstance(d, (int, np.integer)) else len(d)
                       for d in datasets]
-        self.flat, self.drop_last, self.shuffle, self.seed = bool(flat), bool(drop_last), True, seed
+        self.flat = bool(flat)
         self.samples_per_epoch = check_uint64("samples_per_epoch", samples_per_epoch)
         self._weights = [float(w) for w in np.asarray(weights, dtype=np.float64).reshape(-1)]
         self._init_shell(auto_epoch, check_agreement, process_group)
@@ -232,10 +234,9 @@ class ShardedDistributedSampler(_OrderCut):
                  rank: Optional[int] = None, seed: int = 0, drop_last: bool = False, *,
                  window: int = 4, auto_epoch: bool = False, check_agreement: bool = True,
                  process_group: Any = None) -> None:
-        self._init_world(num_replicas, rank)
+        self._init_world(num_replicas, rank, drop_last, seed)
         self.shard_sizes = _core.uint_array("shard_sizes", shard_sizes)
         self.window = check_uint64("window", window)
-        self.seed, self.drop_last, self.shuffle = seed, bool(drop_last), True
         self._init_shell(auto_epoch, check_agreement, process_group)
 
     def _policy(self) -> Any:
@@ -254,9 +255,8 @@ class DistributedSamplerWrapper(_OrderCut):
                  rank: Optional[int] = None, drop_last: bool = False, *,
                  auto_epoch: bool = False, check_agreement: bool = True,
                  process_group: Any = None) -> None:
-        self._init_world(num_replicas, rank)
-        self.sampler, self.drop_last, self.shuffle = sampler, bool(drop_last), True
-        self.seed = 0  # torch's attribute; the randomness is the wrapped sampler's own
+        self._init_world(num_replicas, rank, drop_last)  # the randomness is the sampler's own
+        self.sampler = sampler
         self._init_shell(auto_epoch, check_agreement, process_group)
 
     def _policy(self) -> Any:
@@ -285,17 +285,13 @@ class _Batches(_Policy, Sampler[List[int]]):
     counts global batches."""
 
     def _init_batches(self, batch_size: int, num_replicas: Optional[int], rank: Optional[int],
-                      drop_last: bool, size: int) -> None:
-        self._init_world(num_replicas, rank)
+                      drop_last: bool, size: int, seed: int) -> None:
+        self._init_world(num_replicas, rank, drop_last, seed)
         self.batch_size = check_uint64("batch_size", batch_size, 1)
-        self.drop_last = bool(drop_last)
         self.sampler = _EpochForwarder(self, size)
 
-    def __iter__(self) -> Iterator[List[int]]:
+    def __iter__(self) -> Iterator[List[int]]:  # Shell's, typed as a batch sampler's
         return Shell.__iter__(self)
-
-    def __len__(self) -> int:
-        return Shell.__len__(self)
 
 
 class DistributedBatchSampler(_Batches):
@@ -311,8 +307,8 @@ class DistributedBatchSampler(_Batches):
                  drop_last: bool = False, *, order: str = "torch", auto_epoch: bool = False,
                  randperm: str = "auto", check_agreement: bool = True,
                  process_group: Any = None, feistel_version: int = 2) -> None:
-        self._init_batches(batch_size, num_replicas, rank, drop_last, len(dataset))
-        self.dataset, self.shuffle, self.seed = dataset, bool(shuffle), seed
+        self._init_batches(batch_size, num_replicas, rank, drop_last, len(dataset), seed)
+        self.dataset, self.shuffle = dataset, bool(shuffle)
         self.order, self.feistel_version = order, feistel_version
         self._built_size, self._randperm = len(dataset), randperm_variant(randperm)
         self._init_shell(auto_epoch, check_agreement, process_group)
@@ -338,9 +334,8 @@ class BucketedBatchSampler(_Batches):
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.cpu().numpy()
         self.lengths = _core.uint_array("lengths", lengths)
-        self._init_batches(batch_size, num_replicas, rank, drop_last, len(self.lengths))
+        self._init_batches(batch_size, num_replicas, rank, drop_last, len(self.lengths), seed)
         self.window_batches = check_uint64("window_batches", window_batches, 1)
-        self.seed = seed
         self._init_shell(auto_epoch, check_agreement, process_group)
 
     def _policy(self) -> Any:

@@ -136,17 +136,12 @@ class DistributedSampler(PlainShell, torch.utils.data.distributed.DistributedSam
             self._plain.set_source(prefetcher)
         return prefetcher
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[int]:  # Shell's, typed as torch's
         return Shell.__iter__(self)
-
-    def __len__(self) -> int:
-        return Shell.__len__(self)
 
     def _before_pass(self) -> None:
         Shell._before_pass(self)  # the dataset's size
-        # Only a sampler that spans the group checks by itself: one built for fewer replicas
-        # (evaluation on rank 0 alone, say) may be iterated by some ranks only, and the
-        # collective would wait forever. check_configuration() checks any layout explicitly.
+        # By itself only over a group it spans; check_configuration() checks any layout.
         if not self._agreed and spans_group(self.num_replicas, self._check_agreement,
                                             self._process_group):
             self.check_configuration(self._process_group)
@@ -208,21 +203,3 @@ class DistributedSampler(PlainShell, torch.utils.data.distributed.DistributedSam
           version 1.
         """
         return Shell.state_dict(self)
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Resumes from a state_dict(), saved with this or any other number of ranks: the next
-        pass yields this rank's share of the global positions of the state's epoch not yet
-        consumed (the elastic rule), none when it is complete; ``len()`` stays a whole pass's.
-        Calling set_epoch with that same epoch keeps the position; another epoch starts from its
-        beginning. A complete state's next pass is empty (the rest of its epoch); the pass after
-        that, without a set_epoch call, replays the epoch or, with auto_epoch, advances.
-
-        Raises ValueError, changing nothing, when the state is malformed, corrupt (its checksum
-        fails, or a readable entry disagrees with the checksummed state) or was saved under
-        another configuration; the message names the field. Version-1 states (issue 3's, no
-        checksum) are read too. Under a process group of ``num_replicas`` ranks (and
-        ``check_agreement``), every rank gathers what every rank loads and raises
-        CheckpointMismatch when the epochs, positions or configurations differ, or when one
-        rank's state was rejected.
-        """
-        Shell.load_state_dict(self, state)

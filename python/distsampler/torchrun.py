@@ -35,14 +35,14 @@ def _classic_tcp_store() -> None:
     TCPStore.__name__ = TCPStore.__qualname__ = base.__name__
     TCPStore.__module__ = base.__module__
     dist.TCPStore = TCPStore  # type: ignore[attr-defined]
-    # The workers are other interpreters: their env:// reads USE_LIBUV, but a client of the
-    # agent's store (TORCHELASTIC_USE_AGENT_STORE=True) is made without use_libuv, hence with
-    # libuv. So the workers get a store of their own from rank 0, as before torch 2.3: the
-    # dynamic handlers' documented opt-out, and the static handler's property, which has none.
+    # The workers' env:// reads USE_LIBUV, but a client of the agent's store
+    # (TORCHELASTIC_USE_AGENT_STORE=True) is made with libuv: the workers get a store of their
+    # own from rank 0, as before torch 2.3 (the dynamic handlers' documented opt-out, and the
+    # static handler's property, which has none).
     os.environ["USE_LIBUV"] = "0"
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     # The static handler (torchrun's default) hands the workers its own port, where rank 0 cannot
-    # listen: they get a free one instead, published in the store as the dynamic handlers do.
+    # listen: they get a free one, published in the store as the dynamic handlers do.
     from torch.distributed.elastic.rendezvous import api, static_tcp_rendezvous
 
     static: Any = static_tcp_rendezvous.StaticTCPRendezvous  # patched below
@@ -57,8 +57,8 @@ def _classic_tcp_store() -> None:
         return rendezvous.RendezvousInfo(info.store, info.rank, info.world_size, store_info)
 
     static.next_rendezvous = next_rendezvous_own_store
-    # ... and the launcher, which gives a static job's workers the agent's address and port
-    # outright (they override what the rendezvous says), gives them none.
+    # ... and the launcher gives a static job's workers no address and port (the agent's would
+    # override what the rendezvous says).
     from torch.distributed.launcher import api as launcher
 
     setattr(launcher, "_get_addr_and_port", lambda parameters: (None, None))
