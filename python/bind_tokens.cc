@@ -130,6 +130,27 @@ py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, i
 
 void bind_tokens(py::module_& m) {
   m.def(
+      "parse_token_edit",
+      [](const std::string& flag, const std::string& value) -> py::tuple {
+        const TokenEdit e = parse_token_edit(flag, value);
+        const MixEdit& x = e.edit;
+        switch (x.kind) {
+          case MixEdit::Kind::kWeights:
+            if (x.until > x.step) {
+              return py::make_tuple("ramps", py::make_tuple(x.step, x.until, x.weights));
+            }
+            return py::make_tuple("changes", py::make_tuple(x.step, x.weights));
+          case MixEdit::Kind::kAppend:
+            return py::make_tuple("appends", py::make_tuple(x.step, x.source, e.append));
+          case MixEdit::Kind::kSkip:
+            return py::make_tuple("skips", py::make_tuple(x.step, x.skip));
+        }
+        throw std::logic_error("parse_token_edit: an unknown kind");
+      },
+      py::arg("flag"), py::arg("value"),
+      "(argument, edit): one edit flag of `distsampler tokens` (--change, --ramp, --append, "
+      "--skip) as TokenStream's argument name and its entry");
+  m.def(
       "rank_sequences",
       [](uint64_t global_batch, uint64_t world_size, uint64_t rank, uint64_t step) {
         const RankSequences r = rank_sequences(global_batch, world_size, rank, step);

@@ -96,88 +96,16 @@ double parse_weight(const std::string& text, const std::string& what) {
   return value;
 }
 
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> out;
-  std::stringstream list(text);
-  for (std::string item; std::getline(list, item, separator);) out.push_back(item);
-  if (!text.empty() && text.back() == separator) out.emplace_back();
-  return out;
-}
-
-// "STEP:REST" -> STEP, and REST in `rest`.
-uint64_t edit_step(const std::string& value, const std::string& what, std::string& rest) {
-  const size_t colon = value.find(':');
-  if (colon == std::string::npos) throw UsageError(what + ": expected STEP:...");
-  rest = value.substr(colon + 1);
-  return parse_u64(value.substr(0, colon), what);
-}
-
-// The edit flags: --change STEP:W0,W1,..., --ramp START:END:W0,W1,..., --append
-// STEP:SOURCE=PREFIX[,PREFIX...], --skip STEP:FILE (lines "source document").
 std::vector<TokenEdit> parse_edits(Flags& flags) {
   std::vector<TokenEdit> edits;
-  auto weights_of = [](const std::string& list, const std::string& what) {
-    std::vector<double> weights;
-    for (const std::string& w : split(list, ',')) weights.push_back(parse_weight(w, what));
-    return weights;
-  };
-  for (const std::string& value : flags.take_all("--change")) {
-    TokenEdit e;
-    e.edit.label = "--change " + value;
-    std::string rest;
-    e.edit.step = e.edit.until = edit_step(value, e.edit.label, rest);
-    e.edit.weights = weights_of(rest, e.edit.label);
-    edits.push_back(std::move(e));
-  }
-  for (const std::string& value : flags.take_all("--ramp")) {
-    TokenEdit e;
-    e.edit.label = "--ramp " + value;
-    std::string rest, weights;
-    e.edit.step = edit_step(value, e.edit.label, rest);
-    e.edit.until = edit_step(rest, e.edit.label, weights);
-    if (e.edit.until <= e.edit.step) throw UsageError(e.edit.label + ": END must follow START");
-    e.edit.weights = weights_of(weights, e.edit.label);
-    edits.push_back(std::move(e));
-  }
-  for (const std::string& value : flags.take_all("--append")) {
-    TokenEdit e;
-    e.edit.kind = MixEdit::Kind::kAppend;
-    e.edit.label = "--append " + value;
-    std::string rest;
-    e.edit.step = edit_step(value, e.edit.label, rest);
-    const size_t equals = rest.find('=');
-    if (equals == std::string::npos) throw UsageError(e.edit.label + ": expected STEP:SOURCE=PREFIX");
-    const uint64_t source = parse_u64(rest.substr(0, equals), e.edit.label);
-    if (source >= Mixer::kMaxSources) throw UsageError(e.edit.label + ": source out of range");
-    e.edit.source = static_cast<uint32_t>(source);
-    e.append = split(rest.substr(equals + 1), ',');
-    for (const std::string& shard : e.append) {
-      if (shard.empty()) throw UsageError(e.edit.label + ": an empty shard prefix");
-    }
-    edits.push_back(std::move(e));
-  }
-  for (const std::string& value : flags.take_all("--skip")) {
-    TokenEdit e;
-    e.edit.kind = MixEdit::Kind::kSkip;
-    e.edit.label = "--skip " + value;
-    std::string path;
-    e.edit.step = edit_step(value, e.edit.label, path);
-    std::ifstream in(path);
-    if (!in) throw UsageError(e.edit.label + ": cannot open " + path);
-    std::string line;
-    for (uint64_t n = 1; std::getline(in, line); ++n) {
-      const std::string where = e.edit.label + ": line " + std::to_string(n);
-      std::stringstream fields(line);
-      std::string source, document, extra;
-      if (!(fields >> source) || source[0] == '#') continue;  // blank or a comment
-      if (!(fields >> document) || (fields >> extra)) {
-        throw UsageError(where + " is '" + line + "'; expected \"source document\"");
+  for (const char* flag : kTokenEditFlags) {
+    for (const std::string& value : flags.take_all(flag)) {
+      try {
+        edits.push_back(parse_token_edit(flag, value));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
       }
-      const uint64_t s = parse_u64(source, where);
-      if (s >= Mixer::kMaxSources) throw UsageError(where + ": source out of range");
-      e.edit.skip.emplace_back(static_cast<uint32_t>(s), parse_u64(document, where));
     }
-    edits.push_back(std::move(e));
   }
   return edits;
 }
@@ -189,11 +117,11 @@ Run parse_run(Flags& flags) {
     if (colon == std::string::npos || colon == 0) {
       throw UsageError("--source " + source + ": expected PREFIX:WEIGHT");
     }
-    const std::vector<std::string> shards = split(source.substr(0, colon), ',');
-    for (const std::string& shard : shards) {
-      if (shard.empty()) throw UsageError("--source " + source + ": an empty shard prefix");
+    try {
+      run.prefixes.push_back(parse_shards(source.substr(0, colon), "--source " + source));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
-    run.prefixes.push_back(shards);
     run.options.weights.push_back(parse_weight(source.substr(colon + 1), "--source " + source));
   }
   if (run.prefixes.empty()) throw UsageError("missing required flag --source");

@@ -57,7 +57,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from distsampler.launch import destroy_distributed, init_distributed
-from distsampler.tokens import TokenStream
+from distsampler.tokens import TokenStream, edits_from_flags
 
 
 class Block(nn.Module):
@@ -130,50 +130,23 @@ def make_stream(args, corpus):
 
 
 def edits(args, corpus):
-    """TokenStream's changes, ramps, appends and skips from the edit flags, the syntax of
-    `distsampler tokens plan`'s (tools/tokens.cc): --change STEP:W0,W1,..., --ramp
-    A:B:W0,W1,..., --append STEP:S=PREFIX (a name of corpus.json's sources or extra, else shard
-    prefixes joined by commas, relative to --data), --skip STEP:FILE (lines "source document",
-    # comments)."""
-    def split(flag, value, syntax):
-        fields = syntax.count(":") + 1
-        parts = value.split(":", fields - 1)
-        if len(parts) != fields:
-            raise SystemExit(f"{flag} {value}: expected {syntax}")
-        try:
-            return [int(x) for x in parts[:-1]] + [parts[-1]]
-        except ValueError:
-            raise SystemExit(f"{flag} {value}: a step is not an integer") from None
-
-    def weights(flag, value, text):
-        try:
-            return [float(w) for w in text.split(",")]
-        except ValueError:
-            raise SystemExit(f"{flag} {value}: expected weights W0,W1,...") from None
-
+    """TokenStream's edits from the edit flags, parsed as `distsampler tokens plan` parses them
+    (distsampler.tokens.edits_from_flags); an --append PREFIX that names one of corpus.json's
+    sources or extras stands for its shards, and every prefix is relative to --data."""
+    flags = [(f"--{kind}", value) for kind in ("change", "ramp", "append", "skip")
+             for value in getattr(args, kind)]
+    try:
+        out = edits_from_flags(flags)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     named = {s["name"]: s["prefixes"] for s in corpus["sources"] + corpus.get("extra", [])}
-    changes = [(step, weights("--change", v, rest))
-               for v in args.change for step, rest in [split("--change", v, "STEP:W0,W1,...")]]
-    ramps = [(start, end, weights("--ramp", v, rest))
-             for v in args.ramp for start, end, rest in [split("--ramp", v, "A:B:W0,W1,...")]]
-    appends = []
-    for v in args.append:
-        step, rest = split("--append", v, "STEP:SOURCE=PREFIX")
-        source, _, prefix = rest.partition("=")
-        if not source.isdigit() or not prefix:
-            raise SystemExit(f"--append {v}: expected STEP:SOURCE=PREFIX")
-        shards = named.get(prefix, prefix.split(","))
-        appends.append((step, int(source), [os.path.join(args.data, p) for p in shards]))
-    skips = []
-    for v in args.skip:
-        step, path = split("--skip", v, "STEP:FILE")
-        with open(path) as f:
-            lines = [line.split() for line in f]
-        listed = [fields for fields in lines if fields and not fields[0].startswith("#")]
-        if any(len(fields) != 2 or not "".join(fields).isdigit() for fields in listed):
-            raise SystemExit(f"--skip {v}: expected lines \"source document\"")
-        skips.append((step, [(int(s), int(d)) for s, d in listed]))
-    return {"changes": changes, "ramps": ramps, "appends": appends, "skips": skips}
+
+    def resolve(shards):
+        if len(shards) == 1 and shards[0] in named:
+            shards = named[shards[0]]
+        return [os.path.join(args.data, p) for p in shards]
+    out["appends"] = [(step, source, resolve(shards)) for step, source, shards in out["appends"]]
+    return out
 
 
 def save(path, model, optimizer, stream, step):

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from . import _core
 from ._passes import resolve_world
 
-__all__ = ["TokenStream"]
+__all__ = ["TokenStream", "edits_from_flags"]
 
 Prefixes = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 
@@ -35,6 +35,18 @@ def _world(world_size: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
                                "world_size")
         world_size, rank = 1 if world_size is None else world_size, 0 if rank is None else rank
     return resolve_world(world_size, rank)
+
+
+def edits_from_flags(flags: Sequence[Tuple[str, str]]) -> Dict[str, List[Any]]:
+    """TokenStream's ``changes``, ``ramps``, ``appends`` and ``skips`` from (flag, value) pairs
+    of `distsampler tokens`' edit flags (``--change STEP:W0,W1,...``, ``--ramp A:B:W0,...``,
+    ``--append STEP:S=PREFIX[,PREFIX...]``, ``--skip STEP:FILE``), parsed by the CLI's own
+    parser; ValueError naming the flag and the value."""
+    out: Dict[str, List[Any]] = {"changes": [], "ramps": [], "appends": [], "skips": []}
+    for flag, value in flags:
+        key, edit = _core.parse_token_edit(flag, value)
+        out[key].append(edit)
+    return out
 
 
 class TokenStream(IterableDataset):  # type: ignore[type-arg]

@@ -2,6 +2,11 @@
 #include "distsampler/loader/tokens.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -29,6 +34,108 @@ std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
     }
   }
   return out;
+}
+
+namespace {
+
+[[noreturn]] void bad_edit(const std::string& label, const std::string& what) {
+  throw std::invalid_argument(label + ": " + what);
+}
+
+uint64_t edit_u64(const std::string& text, const std::string& label, const char* what) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    bad_edit(label, std::string(what) + " '" + text + "' is not an integer in [0, 2^64 - 1]");
+  }
+  return value;
+}
+
+// "STEP:REST" -> STEP, and REST in `rest`.
+uint64_t edit_step(const std::string& value, const std::string& label, const char* syntax,
+                   std::string& rest) {
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos) bad_edit(label, std::string("expected ") + syntax);
+  rest = value.substr(colon + 1);
+  return edit_u64(value.substr(0, colon), label, "step");
+}
+
+std::vector<double> edit_weights(const std::string& list, const std::string& label) {
+  std::vector<double> weights;
+  std::stringstream items(list + ",");
+  for (std::string w; std::getline(items, w, ',');) {
+    char* end = nullptr;
+    const double value = std::strtod(w.c_str(), &end);
+    if (w.empty() || end != w.c_str() + w.size() || !std::isfinite(value) || !(value > 0)) {
+      bad_edit(label, "weight '" + w + "' is not a finite number > 0");
+    }
+    weights.push_back(value);
+  }
+  return weights;
+}
+
+uint32_t edit_source(const std::string& text, const std::string& label) {
+  const uint64_t source = edit_u64(text, label, "source");
+  if (source >= Mixer::kMaxSources) bad_edit(label, "source " + text + " is out of range");
+  return static_cast<uint32_t>(source);
+}
+
+}  // namespace
+
+std::vector<std::string> parse_shards(const std::string& list, const std::string& label) {
+  std::vector<std::string> shards;
+  std::stringstream items(list + ",");
+  for (std::string shard; std::getline(items, shard, ',');) {
+    if (shard.empty()) bad_edit(label, "an empty shard prefix");
+    shards.push_back(shard);
+  }
+  return shards;
+}
+
+TokenEdit parse_token_edit(const std::string& flag, const std::string& value) {
+  TokenEdit e;
+  e.edit.label = flag + " " + value;
+  const std::string& label = e.edit.label;
+  std::string rest;
+  if (flag == "--change") {
+    e.edit.step = e.edit.until = edit_step(value, label, "STEP:W0,W1,...", rest);
+    e.edit.weights = edit_weights(rest, label);
+  } else if (flag == "--ramp") {
+    std::string weights;
+    e.edit.step = edit_step(value, label, "A:B:W0,W1,...", rest);
+    e.edit.until = edit_step(rest, label, "A:B:W0,W1,...", weights);
+    if (e.edit.until <= e.edit.step) bad_edit(label, "B must follow A");
+    e.edit.weights = edit_weights(weights, label);
+  } else if (flag == "--append") {
+    e.edit.kind = MixEdit::Kind::kAppend;
+    e.edit.step = edit_step(value, label, "STEP:SOURCE=PREFIX", rest);
+    const size_t equals = rest.find('=');
+    if (equals == std::string::npos) bad_edit(label, "expected STEP:SOURCE=PREFIX");
+    e.edit.source = edit_source(rest.substr(0, equals), label);
+    e.append = parse_shards(rest.substr(equals + 1), label);
+  } else if (flag == "--skip") {
+    e.edit.kind = MixEdit::Kind::kSkip;
+    std::string path;
+    e.edit.step = edit_step(value, label, "STEP:FILE", path);
+    std::ifstream in(path);
+    if (!in) bad_edit(label, "cannot open " + path);
+    std::string line;
+    for (uint64_t n = 1; std::getline(in, line); ++n) {
+      const std::string where = label + ": line " + std::to_string(n);
+      std::stringstream fields(line);
+      std::string source, document, extra;
+      if (!(fields >> source) || source[0] == '#') continue;  // blank or a comment
+      if (!(fields >> document) || (fields >> extra)) {
+        throw std::invalid_argument(where + " is '" + line + "'; expected \"source document\"");
+      }
+      e.edit.skip.emplace_back(edit_source(source, where), edit_u64(document, where, "document"));
+    }
+  } else {
+    throw std::invalid_argument("edit flag '" + flag +
+                                "'; allowed: --change, --ramp, --append, --skip");
+  }
+  return e;
 }
 
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,

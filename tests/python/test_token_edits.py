@@ -14,7 +14,7 @@ import pytest
 from test_tokens import B, L, corpus, megatron_builder, make_documents, read, write_indexed  # noqa: F401
 
 torch = pytest.importorskip("torch")
-from distsampler.tokens import TokenStream  # noqa: E402
+from distsampler.tokens import TokenStream, edits_from_flags  # noqa: E402
 
 STEPS = 12
 
@@ -140,6 +140,23 @@ def test_appended_documents_are_the_files_tokens(corpus, extra):  # noqa: F811
                 seen.add((source, document >= len(documents[source]) if source < 3 else True))
             assert row.tolist() == want
     assert (3, True) in seen and (1, True) in seen, "the appended documents were never read"
+
+
+def test_edit_flags_parse_as_the_cli_parses_them(extra, tmp_path):
+    for name, (_, edits) in cases(extra).items():
+        flags = cli_flags(edits, tmp_path)
+        parsed = edits_from_flags(list(zip(flags[::2], flags[1::2])))
+        want = {key: [tuple(e) for e in edits.get(key, [])]
+                for key in ("changes", "ramps", "appends", "skips")}
+        want["appends"] = [(step, source, [prefix]) for step, source, prefix in want["appends"]]
+        want["skips"] = [(step, sorted(listed)) for step, listed in want["skips"]]
+        assert parsed == want, name
+    with pytest.raises(ValueError, match=r"--ramp 5:3:1,1: B must follow A"):
+        edits_from_flags([("--ramp", "5:3:1,1")])
+    with pytest.raises(ValueError, match=r"--change 4:1,x: weight 'x' is not a finite number"):
+        edits_from_flags([("--change", "4:1,x")])
+    with pytest.raises(ValueError, match=r"edit flag '--drop'; allowed: --change"):
+        edits_from_flags([("--drop", "1")])
 
 
 def test_bad_edits_are_refused_naming_the_edit(corpus, extra):  # noqa: F811

@@ -37,6 +37,18 @@ struct TokenEdit {
   std::vector<std::string> append;
 };
 
+// A source's shard prefixes as the CLI writes them: joined by commas. Throws
+// std::invalid_argument, starting with `label`, for an empty list or an empty prefix.
+std::vector<std::string> parse_shards(const std::string& list, const std::string& label);
+
+// The edit flags of `distsampler tokens` (docs/tokens.md, "Edits"), in the order they are
+// grouped in: --change STEP:W0,W1,..., --ramp A:B:W0,W1,..., --append STEP:S=PREFIX[,PREFIX...],
+// --skip STEP:FILE (lines "source document", blank lines and # comments allowed; read here).
+inline constexpr const char* kTokenEditFlags[] = {"--change", "--ramp", "--append", "--skip"};
+// One edit flag's value as an edit, labelled "FLAG VALUE". Throws std::invalid_argument naming
+// the flag, the value and what is expected.
+TokenEdit parse_token_edit(const std::string& flag, const std::string& value);
+
 // A run opened: the plan's sources and edits (appends' documents opened), and per source at the
 // end of the edits (new ones included) every shard in the order its documents are numbered, its
 // own then each append's by step, for reading.
