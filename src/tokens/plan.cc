@@ -72,7 +72,7 @@ DictValue edit_config(const MixEdit& e) {
   return out;
 }
 
-DictValue wide(unsigned __int128 value) {  // [high, low] 64-bit halves
+DictValue wide(detail::Uint128 value) {  // [high, low] 64-bit halves
   return DictValue::list({DictValue::integer(static_cast<uint64_t>(value >> 64)),
                           DictValue::integer(static_cast<uint64_t>(value))});
 }
@@ -323,7 +323,7 @@ DictValue TokenPlan::state_dict(uint64_t world_size) const {
       .set("skip", DictValue::integer(s.skip));
   if (checkpoint.config.find("edits") != nullptr) {  // what is in force, where appends landed
     std::vector<DictValue> targets, landings;
-    for (unsigned __int128 t : s.mix.targets) targets.push_back(wide(t));
+    for (detail::Uint128 t : s.mix.targets) targets.push_back(wide(t));
     for (const Landing& l : s.mix.landings) {
       landings.push_back(DictValue::list({DictValue::integer(l.edit), DictValue::integer(l.source),
                                           DictValue::integer(l.epoch),
@@ -388,7 +388,7 @@ void TokenPlan::load_state_dict(const DictValue& state) {
     s.mix.step = entry_u64(*step, "position['mix']['step']");
     s.mix.base = entry_u64(*base, "position['mix']['base']");
     for (const auto& t : list_of(mix->find("targets"), "targets", 2)) {
-      s.mix.targets.push_back((static_cast<unsigned __int128>(t[0]) << 64) | t[1]);
+      s.mix.targets.push_back((static_cast<detail::Uint128>(t[0]) << 64) | t[1]);
     }
     for (const auto& l : list_of(mix->find("landings"), "landings", 4)) {
       if (l[1] >= Mixer::kMaxSources) invalid("state position['mix']['landings']: bad source");

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "distsampler/feistel.h"
+#include "distsampler/hash.h"  // detail::Uint128
 
 namespace distsampler {
 
@@ -129,7 +130,7 @@ struct MixState {
   // force took effect, and per source its share of the tokens before that, times 2^32.
   uint64_t step = 0;
   uint64_t base = 0;
-  std::vector<unsigned __int128> targets;
+  std::vector<detail::Uint128> targets;
   std::vector<Landing> landings;
   bool operator==(const MixState& o) const {
     return cursors == o.cursors && step == o.step && base == o.base && targets == o.targets &&
