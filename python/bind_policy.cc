@@ -63,12 +63,12 @@ py::object from_dict_value(const DictValue& v) {
     case Type::kList: {
       py::list out;
       for (const DictValue& item : v.items) out.append(from_dict_value(item));
-      return std::move(out);
+      return out;
     }
     case Type::kDict: {
       py::dict out;
       for (const auto& [key, item] : v.entries) out[py::str(key)] = from_dict_value(item);
-      return std::move(out);
+      return out;
     }
   }
   return py::none();
