@@ -99,7 +99,9 @@ TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
   return o;
 }
 
-py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, int64_t pad) {
+py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, int64_t pad,
+                    const std::string& position_ids) {
+  const TokenPositions counted = parse_positions(position_ids, "positions");
   const uint64_t step = self.plan->step();
   std::vector<PlannedSequence> mine;
   TokenRows rows;
@@ -108,7 +110,7 @@ py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, i
     const TokenPlanState before = self.plan->state();
     mine = self.plan->next_step(world_size, rank);
     try {
-      rows = read_token_rows(self.sources, mine, self.options.seq_len + 1, pad);
+      rows = read_token_rows(self.sources, mine, self.options.seq_len + 1, pad, counted);
     } catch (...) {
       self.plan->load(before);  // a failed read leaves the plan where it was
       throw;
@@ -151,6 +153,12 @@ void bind_tokens(py::module_& m) {
       "(argument, edit): one edit flag of `distsampler tokens` (--change, --ramp, --append, "
       "--skip) as TokenStream's argument name and its entry");
   m.def(
+      "parse_token_positions",
+      [](const std::string& text) { return std::string(to_string(parse_positions(text))); },
+      py::arg("positions"),
+      "The name of a position convention (loader/tokens.h's TokenPositions): 'segment' or "
+      "'document'; ValueError naming `positions` otherwise");
+  m.def(
       "rank_sequences",
       [](uint64_t global_batch, uint64_t world_size, uint64_t rank, uint64_t step) {
         const RankSequences r = rank_sequences(global_batch, world_size, rank, step);
@@ -178,8 +186,10 @@ void bind_tokens(py::module_& m) {
                              [](const TokenStreamCore& s) { return s.plan->sequence(); })
       .def("copy", &TokenStreamCore::copy)
       .def("read_step", &read_step, py::arg("world_size"), py::arg("rank"), py::arg("pad_token"),
+           py::arg("positions") = "segment",
            "(step, sequences, tokens, positions, segments) of this rank's share of the next step; "
-           "rows of seq_len + 1")
+           "rows of seq_len + 1; positions counted from each segment's first token ('segment') "
+           "or each document's ('document')")
       .def(
           "skip_step",
           [](TokenStreamCore& self, uint64_t world_size, uint64_t rank) {

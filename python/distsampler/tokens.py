@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from . import _core
 from ._passes import resolve_world
 
-__all__ = ["TokenStream", "edits_from_flags"]
+__all__ = ["TokenStream", "edits_from_flags", "varlen_metadata"]
 
 Prefixes = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 
@@ -49,14 +49,41 @@ def edits_from_flags(flags: Sequence[Tuple[str, str]]) -> Dict[str, List[Any]]:
     return out
 
 
+def varlen_metadata(segment_ids: torch.Tensor) -> Tuple[torch.Tensor, int]:
+    """(cu_seqlens, max_seqlen) of rows of segment ids (-1 on padding; ids ascending and each
+    segment contiguous within a row): int32 cumulative lengths of the segments in row-major
+    order, starting at 0, padding not a segment (flash-attention's varlen layout of the rows'
+    non-padding tokens), and the longest segment (0 for none)."""
+    rows, width = segment_ids.shape
+    real = segment_ids >= 0
+    keys = (torch.arange(rows).unsqueeze(1) * (width + 1) + segment_ids.long())[real]
+    lengths = torch.unique_consecutive(keys, return_counts=True)[1]
+    cu_seqlens = torch.zeros(lengths.numel() + 1, dtype=torch.int32)
+    cu_seqlens[1:] = torch.cumsum(lengths, 0)
+    return cu_seqlens, int(lengths.max()) if lengths.numel() else 0
+
+
 class TokenStream(IterableDataset):  # type: ignore[type-arg]
     """This rank's batches of a run's global sequence stream, step after step (endless).
 
     sources: (prefix or list of shard prefixes, token weight) per source, Megatron .bin/.idx.
-    Each batch (micro_batch sequences, default global_batch // world_size) is a dict: ``tokens``
-    and ``labels`` (LongTensor [m, seq_len], labels one token on), ``loss_mask`` (0 on padding),
-    ``position_ids`` (each token's offset in its document), ``segment_ids`` (its document's index
-    in the row, -1 on padding), ``sequence`` (global sequence indices) and ``step``.
+    Each batch (micro_batch sequences, default global_batch // world_size) is a dict
+    (docs/tokens.md, "Batches", says which framework's convention each key follows):
+    ``tokens`` and ``labels`` (LongTensor [m, seq_len], labels one token on); ``loss_mask``
+    (float [m, seq_len]: 0 where the label is padding, and as the options below say);
+    ``position_ids`` (``positions="segment"``, the default: each token's offset in its segment, so
+    0 at every document start and at every row's start, never seq_len or more, as Megatron's
+    ``reset_position_ids`` and Hugging Face's ``DataCollatorWithFlattening``; ``"document"``: its
+    offset in its document, as releases up to 0.1.0); ``segment_ids`` (its segment's index in the
+    row, -1 on padding); ``cu_seqlens`` (int32 [segments + 1]: the cumulative lengths of the
+    batch's segments of ``tokens``, row-major, padding not a segment, as flash-attention's
+    ``flash_attn_varlen_func`` takes them for the batch's non-padding tokens) and ``max_seqlen``
+    (int, the longest of them); ``sequence`` (global sequence indices) and ``step``.
+
+    mask_cross_document: the loss is masked where the label belongs to another segment than its
+    input (the next document's first token), as document-masked attention needs.
+    eod_token, eod_mask_loss: the loss is masked where the input is the end-of-document token
+    (Megatron's ``eod_mask_loss``); the token the files end each document with.
 
     Edits from a step on (docs/tokens.md, "Edits"; steps before it read the same sequences as
     without it, and each source continues its own order): ``changes`` (step, weights) and
@@ -71,6 +98,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     def __init__(self, sources: Sequence[Tuple[Prefixes, float]], *, seq_len: int,
                  global_batch: int, seed: int = 0, packing: str = "concat", window: int = 1024,
                  micro_batch: Optional[int] = None, pad_token: int = 0,
+                 positions: str = "segment", mask_cross_document: bool = False,
+                 eod_token: Optional[int] = None, eod_mask_loss: bool = False,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  changes: Sequence[Tuple[int, Sequence[float]]] = (),
                  ramps: Sequence[Tuple[int, int, Sequence[float]]] = (),
@@ -88,6 +117,12 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             raise ValueError(f"micro_batch = {micro_batch} must divide global_batch / world_size"
                              f" = {global_batch} / {self.world_size}")
         self.pad_token = pad_token
+        self.positions = _core.parse_token_positions(positions)
+        if eod_mask_loss and eod_token is None:
+            raise ValueError("eod_mask_loss=True needs eod_token, the token that ends each "
+                             "document in the files")
+        self.mask_cross_document, self.eod_token = bool(mask_cross_document), eod_token
+        self.eod_mask_loss = bool(eod_mask_loss)
         self._per_step = per_rank // self.micro_batch  # batches per step
         self._received = 0  # batches of the plan's current step the loop has received
 
@@ -105,19 +140,29 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                 index += per_step
                 continue
             step, sequences, tokens, positions, segments = plan.read_step(
-                self.world_size, self.rank, self.pad_token)
-            rows = torch.from_numpy(tokens)
+                self.world_size, self.rank, self.pad_token, self.positions)
+            rows, spans = torch.from_numpy(tokens), torch.from_numpy(segments)
             for j in mine:
                 part = slice(j * self.micro_batch, (j + 1) * self.micro_batch)
                 if workers == 1:
                     self._received += 1
-                yield {"tokens": rows[part, :-1], "labels": rows[part, 1:],
-                       "loss_mask": (torch.from_numpy(segments[part, 1:]) >= 0).float(),
-                       "position_ids": torch.from_numpy(positions[part, :-1]),
-                       "segment_ids": torch.from_numpy(segments[part, :-1]),
-                       "sequence": torch.from_numpy(sequences[part].astype("int64")),
-                       "step": int(step)}
+                batch = {"tokens": rows[part, :-1], "labels": rows[part, 1:],
+                         "loss_mask": self._loss_mask(rows[part], spans[part]),
+                         "position_ids": torch.from_numpy(positions[part, :-1]),
+                         "segment_ids": spans[part, :-1]}
+                batch["cu_seqlens"], batch["max_seqlen"] = varlen_metadata(spans[part, :-1])
+                batch.update(sequence=torch.from_numpy(sequences[part].astype("int64")),
+                             step=int(step))
+                yield batch
             index += per_step
+
+    def _loss_mask(self, rows: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
+        keep = spans[:, 1:] >= 0
+        if self.mask_cross_document:
+            keep &= spans[:, 1:] == spans[:, :-1]
+        if self.eod_mask_loss:
+            keep &= rows[:, :-1] != self.eod_token
+        return keep.float()
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = get_worker_info()

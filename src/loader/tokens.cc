@@ -170,9 +170,21 @@ TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
   return run;
 }
 
+std::string_view to_string(TokenPositions positions) {
+  return positions == TokenPositions::kSegment ? "segment" : "document";
+}
+
+TokenPositions parse_positions(std::string_view text, std::string_view parameter) {
+  for (TokenPositions p : {TokenPositions::kSegment, TokenPositions::kDocument}) {
+    if (text == to_string(p)) return p;
+  }
+  throw std::invalid_argument(std::string(parameter) + " = '" + std::string(text) +
+                              "'; allowed: segment, document");
+}
+
 TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
                           const std::vector<PlannedSequence>& sequences, uint64_t width,
-                          int64_t pad_token) {
+                          int64_t pad_token, TokenPositions positions) {
   TokenRows rows;
   rows.rows = sequences.size();
   rows.width = width;
@@ -187,8 +199,18 @@ TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths
                                   std::to_string(width));
     }
     uint64_t at = r * width;
+    int32_t segment = -1;
+    uint64_t first = 0;  // the document offset that position 0 stands for
     for (size_t i = 0; i < sequence.spans.size(); ++i) {
       const Span& span = sequence.spans[i];
+      // A segment: the row's consecutive tokens of one document, one span or several that
+      // continue each other (the mixer's pieces of a document drawn back to back).
+      const Span* before = i > 0 ? &sequence.spans[i - 1] : nullptr;
+      if (!before || before->source != span.source || before->document != span.document ||
+          before->epoch != span.epoch || before->end != span.begin) {
+        ++segment;
+        first = positions == TokenPositions::kSegment ? span.begin : 0;
+      }
       if (span.source >= sources.size()) {
         throw std::invalid_argument("sequence " + std::to_string(sequence.index) +
                                     " reads source " + std::to_string(span.source) + " of " +
@@ -197,8 +219,8 @@ TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths
       sources[span.source]->source().read(span.document, span.begin, span.end,
                                           rows.tokens.data() + at);
       for (uint64_t t = span.begin; t < span.end; ++t, ++at) {
-        rows.positions[at] = static_cast<int64_t>(t);
-        rows.segments[at] = static_cast<int32_t>(i);
+        rows.positions[at] = static_cast<int64_t>(t - first);
+        rows.segments[at] = segment;
       }
     }
   }

@@ -72,15 +72,30 @@ TEST(TokensTest, RowsAreTheSourcesTokensAtThePlannedSpans) {
     for (int step = 0; step < 10; ++step) {
       const auto sequences = plan.next_step(1, 0);
       const TokenRows rows = read_token_rows(sources, sequences, 17, -7);
+      const TokenRows by_document =
+          read_token_rows(sources, sequences, 17, -7, TokenPositions::kDocument);
       ASSERT_EQ(rows.rows, 4u);
       for (size_t r = 0; r < sequences.size(); ++r) {
         uint64_t at = r * 17;
+        int32_t segment = -1;
+        int64_t position = 0;
+        const Span* before = nullptr;
         for (size_t i = 0; i < sequences[r].spans.size(); ++i) {
           const Span& x = sequences[r].spans[i];
-          for (uint64_t t = x.begin; t < x.end; ++t, ++at) {
+          // A new segment unless x continues the span before it in the same document.
+          if (!before || !(before->source == x.source && before->document == x.document &&
+                           before->epoch == x.epoch && before->end == x.begin)) {
+            ++segment;
+            position = 0;
+          }
+          before = &x;
+          for (uint64_t t = x.begin; t < x.end; ++t, ++at, ++position) {
             ASSERT_EQ(rows.tokens[at], token(x.source, x.document, t));
-            ASSERT_EQ(rows.positions[at], static_cast<int64_t>(t));
-            ASSERT_EQ(rows.segments[at], static_cast<int32_t>(i));
+            ASSERT_EQ(rows.positions[at], position);
+            ASSERT_LT(rows.positions[at], 17);
+            ASSERT_EQ(by_document.positions[at], static_cast<int64_t>(t));
+            ASSERT_EQ(rows.segments[at], segment);
+            ASSERT_EQ(by_document.segments[at], segment);
           }
         }
         if (packing == Packing::kConcat) {
@@ -93,6 +108,36 @@ TEST(TokensTest, RowsAreTheSourcesTokensAtThePlannedSpans) {
       }
     }
   }
+}
+
+TEST(TokensTest, SegmentsJoinSpansThatContinueEachOther) {
+  testing_util::TempDir dir;
+  const auto sources = open_token_sources(
+      {{write_source(dir, "a", 0, {12, 4})}, {write_source(dir, "b", 1, {6})}});
+  PlannedSequence s;
+  // Document 0 of source 0 in two pieces drawn back to back, then source 1's, then document 0's
+  // piece after a gap, then document 1: four segments.
+  s.spans = {{0, 0, 0, 3, 0}, {0, 0, 3, 5, 0}, {1, 0, 0, 2, 0}, {0, 0, 7, 9, 0}, {0, 1, 0, 2, 0}};
+  const TokenRows rows = read_token_rows(sources, {s}, 12, -1);
+  EXPECT_EQ(rows.segments, (std::vector<int32_t>{0, 0, 0, 0, 0, 1, 1, 2, 2, 3, 3, -1}));
+  EXPECT_EQ(rows.positions, (std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 0, 1, 0, 1, 0}));
+  const TokenRows by_document = read_token_rows(sources, {s}, 12, -1, TokenPositions::kDocument);
+  EXPECT_EQ(by_document.positions, (std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 7, 8, 0, 1, 0}));
+  // The same document in another source epoch is another segment.
+  s.spans = {{0, 0, 0, 3, 0}, {0, 0, 3, 5, 1}};
+  EXPECT_EQ(read_token_rows(sources, {s}, 6, -1).segments,
+            (std::vector<int32_t>{0, 0, 0, 1, 1, -1}));
+  EXPECT_EQ(parse_positions("document"), TokenPositions::kDocument);
+  EXPECT_THROW(
+      {
+        try {
+          parse_positions("token");
+        } catch (const std::invalid_argument& e) {
+          EXPECT_STREQ(e.what(), "positions = 'token'; allowed: segment, document");
+          throw;
+        }
+      },
+      std::invalid_argument);
 }
 
 TEST(TokensTest, ASequenceTooLongOrOfAMissingSourceIsRefused) {

@@ -154,26 +154,34 @@ def test_a_resume_at_a_random_step_onto_another_world_size_continues_the_stream(
         assert got == expected, f"{before} -> {after} ranks at step {cut}"
 
 
-def test_the_tokens_are_the_sources_tokens_at_the_planned_spans(corpus):
+@pytest.mark.parametrize("positions", ["segment", "document"])
+def test_the_tokens_are_the_sources_tokens_at_the_planned_spans(corpus, positions):
     _, documents = corpus
     for packing in ("concat", "best-fit"):
         planner = stream(corpus, packing)
-        reader = stream(corpus, packing)
+        reader = stream(corpus, packing, positions=positions)
         for _ in range(4):
             plan = planner._plan.plan_step(1, 0)
             batch = next(iter(reader))
             rows = torch.cat([batch["tokens"], batch["labels"][:, -1:]], dim=1)
-            for (k, spans), row, k2, positions, segments in zip(
+            for (k, spans), row, k2, position_ids, segments in zip(
                     plan, rows, batch["sequence"].tolist(), batch["position_ids"],
                     batch["segment_ids"]):
                 assert k == k2
-                want, pos = [], []
-                for source, document, begin, end, _epoch in spans:
+                want, pos, before = [], [], None
+                for source, document, begin, end, epoch in spans:
                     want += documents[source][document][begin:end]
-                    pos += list(range(begin, end))
+                    # segment: from 0 at a segment's start; a span that continues the one before
+                    # it in the same document continues its segment
+                    if positions == "document":
+                        first = 0
+                    elif before != (source, document, epoch, begin):
+                        first = begin
+                    before = (source, document, epoch, end)
+                    pos += list(range(begin - first, end - first))
                 assert row.tolist()[:len(want)] == want
                 assert row.tolist()[len(want):] == [0] * (L + 1 - len(want))
-                assert positions.tolist()[:min(L, len(pos))] == pos[:L]
+                assert position_ids.tolist()[:min(L, len(pos))] == pos[:L]
                 if packing == "concat":
                     assert len(want) == L + 1
             reader._received = 0

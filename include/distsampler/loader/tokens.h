@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "distsampler/loader/indexed.h"
@@ -61,9 +62,23 @@ struct TokenRun {
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
                         std::vector<TokenEdit> edits);
 
+// A row's segments: its runs of consecutive tokens of one document (one planned span, or several
+// that continue each other). Where the mix interleaves sources, a segment may end inside its
+// document, which goes on in a later row.
+// What a token's position id counts from. kSegment: the first token of its segment, so positions
+// restart at 0 at every document boundary and at the start of every row, and never reach the
+// row's width: Megatron's --reset-position-ids, Hugging Face's
+// DataCollatorWithFlattening, Grain's packers and OLMo-core's document-masked batches.
+// kDocument: the first token of its document, so a document cut into pieces goes on counting past
+// the row's width (the only convention of releases up to 0.1.0).
+enum class TokenPositions { kSegment, kDocument };
+std::string_view to_string(TokenPositions positions);  // "segment", "document"
+// Throws std::invalid_argument naming `parameter`, the text and the allowed names.
+TokenPositions parse_positions(std::string_view text, std::string_view parameter = "positions");
+
 // Rows of `width` (= L + 1) values per sequence, row-major: the tokens (pad_token after the last
-// span), each token's offset in its document (0 on padding), and each token's span index in its
-// row (-1 on padding): a token's document boundaries for attention masks and position ids.
+// span), each token's position id (TokenPositions; 0 on padding), and each token's segment index
+// in its row (from 0; -1 on padding): the document boundaries for attention masks.
 struct TokenRows {
   uint64_t rows = 0;
   uint64_t width = 0;
@@ -77,7 +92,8 @@ struct TokenRows {
 // not there, and what IndexedSource::read throws for a bad file.
 TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
                           const std::vector<PlannedSequence>& sequences, uint64_t width,
-                          int64_t pad_token);
+                          int64_t pad_token,
+                          TokenPositions positions = TokenPositions::kSegment);
 
 }  // namespace distsampler
 
