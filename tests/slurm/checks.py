@@ -42,7 +42,7 @@ def python(n, prefix):
     (prefix.e<epoch>.<rank>, prefix.<rank>.json): one interpreter start for both."""
     import torch.distributed as dist
     from distsampler import _core
-    from distsampler.launch import init_distributed
+    from distsampler.launch import destroy_distributed, init_distributed
     from distsampler.torch import DistributedSampler
 
     rank, world, local_rank = init_distributed("gloo")
@@ -68,8 +68,9 @@ def python(n, prefix):
                   local_world_size=node.local_world_size if node else None)
     with open(f"{prefix}.{rank}.json", "w") as f:
         json.dump(report, f)
-    dist.barrier()
-    dist.destroy_process_group()
+    # destroy_distributed, not destroy_process_group alone: Debian 13's torch 2.6 can hang there
+    # (distsampler.launch's docstring says why); a step hung so for its 4-minute limit once.
+    destroy_distributed()
 
 
 def shared_verify(n, prefix):
