@@ -40,7 +40,6 @@ def write(path, indices):
 def python(n, prefix):
     """The drop-in under init_distributed (prefix.dropin.e<epoch>.<rank>), then node_shared=True
     (prefix.e<epoch>.<rank>, prefix.<rank>.json): one interpreter start for both."""
-    import torch.distributed as dist
     from distsampler import _core
     from distsampler.launch import destroy_distributed, init_distributed
     from distsampler.torch import DistributedSampler
