@@ -1,13 +1,8 @@
-"""Writes token documents in Megatron's indexed format (.bin/.idx): the bytes megatron-core's
-IndexedDatasetBuilder writes with add_item + end_document per document
-(tests/python/test_tokens.py checks them equal, byte for byte, on the PyTorch 2 stack where
-megatron-core is installed), with numpy alone.
+"""Writes a small demo corpus of random documents in Megatron's indexed format (.bin/.idx), with
+distsampler.indexed's writer, for the commands of docs/tokens.md ("Edits"):
 
-As a program it writes a small demo corpus of random documents, for the commands of
-docs/tokens.md ("Edits"):
-
-    /usr/bin/python3 examples/tokens/write_indexed.py OUT_DIR [--sources N] [--documents D]
-        [--seed S]
+    PYTHONPATH=build/python /usr/bin/python3 examples/tokens/write_indexed.py OUT_DIR
+        [--sources N] [--documents D] [--seed S]
 
 OUT_DIR/s<i>.bin/.idx per source i (D documents of 0 to 300 tokens each) and OUT_DIR/extra.bin/
 .idx (D / 4 more, to append).
@@ -15,28 +10,8 @@ OUT_DIR/s<i>.bin/.idx per source i (D documents of 0 to 300 tokens each) and OUT
 import argparse
 import os
 import random
-import struct
 
-import numpy as np
-
-DTYPE_CODES = {np.uint8: 1, np.int8: 2, np.int16: 3, np.int32: 4, np.int64: 5, np.uint16: 8}
-
-
-def write_indexed(prefix, documents, dtype=np.uint16):
-    """prefix.bin and prefix.idx holding `documents` (sequences of token ids) in order."""
-    size = np.dtype(dtype).itemsize
-    with open(prefix + ".bin", "wb") as f:
-        for doc in documents:
-            f.write(np.asarray(doc, dtype=dtype).tobytes())
-    lengths = [len(d) for d in documents]
-    pointers = np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64) * size]) \
-        if lengths else np.zeros(0, np.int64)
-    with open(prefix + ".idx", "wb") as f:
-        f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", DTYPE_CODES[dtype]))
-        f.write(struct.pack("<Q", len(lengths)) + struct.pack("<Q", len(lengths) + 1))
-        f.write(np.asarray(lengths, np.int32).tobytes())
-        f.write(np.asarray(pointers, np.int64).tobytes())
-        f.write(np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
+from distsampler.indexed import write_indexed
 
 
 def main():

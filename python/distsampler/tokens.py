@@ -146,10 +146,10 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                 part = slice(j * self.micro_batch, (j + 1) * self.micro_batch)
                 if workers == 1:
                     self._received += 1
-                batch = {"tokens": rows[part, :-1], "labels": rows[part, 1:],
-                         "loss_mask": self._loss_mask(rows[part], spans[part]),
-                         "position_ids": torch.from_numpy(positions[part, :-1]),
-                         "segment_ids": spans[part, :-1]}
+                batch: Dict[str, Any] = {"tokens": rows[part, :-1], "labels": rows[part, 1:],
+                                         "loss_mask": self._loss_mask(rows[part], spans[part]),
+                                         "position_ids": torch.from_numpy(positions[part, :-1]),
+                                         "segment_ids": spans[part, :-1]}
                 batch["cu_seqlens"], batch["max_seqlen"] = varlen_metadata(spans[part, :-1])
                 batch.update(sequence=torch.from_numpy(sequences[part].astype("int64")),
                              step=int(step))

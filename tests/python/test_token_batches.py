@@ -21,8 +21,7 @@ torch = pytest.importorskip("torch")
 
 from distsampler.tokens import TokenStream, varlen_metadata  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tokens"))
-from write_indexed import write_indexed  # noqa: E402
+from distsampler.indexed import write_indexed  # noqa: E402
 
 L, B = 16, 12
 EOD = 999  # ends every document in the files, as preprocess_data.py --append-eod writes them

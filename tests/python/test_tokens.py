@@ -10,7 +10,6 @@ write_indexed below, whose bytes the torch 2 run checks equal megatron-core's.
 import json
 import os
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -19,8 +18,7 @@ torch = pytest.importorskip("torch")
 
 from distsampler.tokens import TokenStream  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "tokens"))
-from write_indexed import write_indexed  # noqa: E402  (the format's writer, checked below)
+from distsampler.indexed import write_indexed  # noqa: E402  (checked below)
 
 L, B = 32, 24
 

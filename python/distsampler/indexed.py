@@ -1,0 +1,69 @@
+"""Megatron's indexed format (.bin/.idx) written from Python, with numpy alone: the bytes
+megatron-core's ``IndexedDatasetBuilder`` writes with ``add_item`` + ``end_document`` per document
+(tests/python/test_tokens.py checks them equal, byte for byte, where megatron-core is installed).
+The reader is the C++ core's (``loader/indexed.h``); token streams read these files.
+"""
+import os
+import struct
+from typing import Any, Iterable, List, Sequence
+
+import numpy as np
+
+__all__ = ["IndexedWriter", "write_indexed", "optimal_dtype"]
+
+# The .idx header's dtype codes (megatron-core's DType).
+DTYPE_CODES = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3,
+               np.dtype(np.int32): 4, np.dtype(np.int64): 5, np.dtype(np.uint16): 8}
+
+
+def optimal_dtype(vocab_size: int) -> Any:
+    """megatron-core's choice for token ids below `vocab_size` (DType.optimal_dtype): uint16 below
+    65,500, else int32."""
+    return np.uint16 if vocab_size < 65500 else np.int32
+
+
+class IndexedWriter:
+    """prefix.bin and prefix.idx, a document at a time; the .idx is written by ``finish()``."""
+
+    def __init__(self, prefix: "str | os.PathLike[str]", dtype: Any = np.uint16) -> None:
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in DTYPE_CODES:
+            raise ValueError(f"dtype = {self.dtype}; allowed: "
+                             f"{', '.join(sorted(str(d) for d in DTYPE_CODES))}")
+        self.prefix = os.fspath(prefix)
+        self.lengths: List[int] = []
+        self._bin = open(self.prefix + ".bin", "wb")
+
+    def add_document(self, tokens: Sequence[int]) -> None:
+        self._bin.write(np.asarray(tokens, dtype=self.dtype).tobytes())
+        self.lengths.append(len(tokens))
+
+    def finish(self) -> None:
+        self._bin.close()
+        lengths = np.asarray(self.lengths, np.int64)
+        pointers = np.zeros(len(lengths), np.int64)
+        np.cumsum(lengths[:-1] * self.dtype.itemsize, out=pointers[1:])
+        with open(self.prefix + ".idx", "wb") as f:
+            f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) +
+                    struct.pack("<B", DTYPE_CODES[self.dtype]))
+            f.write(struct.pack("<Q", len(lengths)) + struct.pack("<Q", len(lengths) + 1))
+            f.write(lengths.astype(np.int32).tobytes())
+            f.write(pointers.tobytes())
+            f.write(np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
+
+    def close(self) -> None:
+        """Closes the .bin without writing the .idx (a writer given up)."""
+        self._bin.close()
+
+
+def write_indexed(prefix: "str | os.PathLike[str]", documents: Iterable[Sequence[int]],
+                  dtype: Any = np.uint16) -> None:
+    """prefix.bin and prefix.idx holding `documents` (sequences of token ids) in order."""
+    writer = IndexedWriter(prefix, dtype)
+    try:
+        for doc in documents:
+            writer.add_document(doc)
+    except BaseException:
+        writer.close()
+        raise
+    writer.finish()
