@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the examples under the real launcher, torchrun (gloo, CPU): the seed's experiments 1 and 2
-# and the Fashion-MNIST DDP comparison (CSV and PNG written to OUT_DIR).
+# Runs the examples under the real launcher, torchrun (gloo, CPU): the seed's experiments 1 and 2,
+# the Fashion-MNIST DDP comparison (CSV and PNG written to OUT_DIR), duplicate-free evaluation,
+# and a token stream checkpointed on 2 ranks and resumed on 3 (examples/tokens/resume_demo.py).
 # Usage, after the build:  bash examples/run_demos.sh [BUILD_DIR [OUT_DIR [NPROC]]]
 # The interpreter is Debian's, /usr/bin/python3, unless DISTSAMPLER_PYTHON names another (the
 # PyTorch 2 venv's .venv/bin/python, say).
@@ -34,3 +35,13 @@ launch examples/fashion_mnist_ddp.py --out "$out"
 echo
 echo "== Evaluation on 10,000 Fashion-MNIST test images, 3 ranks: every sample counted once"
 nproc=3 launch examples/eval_accuracy.py
+echo
+echo "== A token stream (two sources mixed 0.7/0.3, best-fit packed): 2 ranks for 6 steps, a"
+echo "   checkpoint, then 3 ranks for 6 more steps from it: the one-rank stream, token for token"
+tokens="$out/tokens"
+rm -rf "$tokens"
+"${DISTSAMPLER_PYTHON:-/usr/bin/python3}" examples/tokens/write_indexed.py "$tokens" --sources 2 \
+  --documents 300 --seed 2
+nproc=2 launch examples/tokens/resume_demo.py "$tokens" --steps 0:6 --save "$tokens/ckpt.pt"
+nproc=3 launch examples/tokens/resume_demo.py "$tokens" --steps 6:12 --resume "$tokens/ckpt.pt" \
+  --check
