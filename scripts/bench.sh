@@ -11,6 +11,10 @@
 # `distsampler tokens plan` on 100 Megatron-format sources written to build/tokens-bench (about
 # 3.5 GB on disk, kept between runs), the "Token streams" section of docs/benchmarks.md, and
 # bench/tokens_blend_change.py: Megatron's blend weights changed at a resume against ours.
+# With DISTSAMPLER_MEGATRON_LM naming a Megatron-LM source at core_v0.16.1 (fetched locally, never
+# committed), bench/tokens_prepare.py: `python -m distsampler.prepare` against its
+# tools/preprocess_data.py and datatrove's tokenizer, from .venv-prepare
+# (requirements/prepare-bench.txt), the "Preparing data" section of docs/benchmarks.md.
 # DISTSAMPLER_BENCH_PEERS=0 skips all three, DISTSAMPLER_BENCH_TOKENS=0 the tokens stage.
 # Usage, as root on Debian 12 or 13:  bash scripts/bench.sh [--full]
 set -euo pipefail
@@ -36,5 +40,12 @@ if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
     # Megatron's blend weights changed at a resume, against ours (seconds; megatron-core's venv).
     "$torch2_python" bench/tokens_blend_change.py --distsampler build/bin/distsampler \
       --write docs/benchmarks.md
+    if [ -n "${DISTSAMPLER_MEGATRON_LM:-}" ]; then
+      PYTHONPATH=build/python "$(ensure_prepare_bench_venv)" bench/tokens_prepare.py \
+        --megatron-lm "$DISTSAMPLER_MEGATRON_LM" --write docs/benchmarks.md
+    else
+      echo "bench/tokens_prepare.py: not run (set DISTSAMPLER_MEGATRON_LM to a Megatron-LM" \
+        "source at core_v0.16.1)"
+    fi
   fi
 fi

@@ -128,6 +128,13 @@ ensure_peers_venv() {
   ensure_pinned_venv .venv-peers requirements/peers.txt
 }
 
+# bench/tokens_prepare.py's: the torch 2 stack with Megatron-LM's preprocess_data.py's imports and
+# datatrove (requirements/prepare-bench.txt). Only scripts/bench.sh makes it. Prints the
+# interpreter's path last.
+ensure_prepare_bench_venv() {
+  ensure_pinned_venv .venv-prepare requirements/prepare-bench.txt
+}
+
 # The virtual environment $1 (relative to the repository root) with the pinned lock file $2:
 # made when missing, brought up to date with `pip install -r` when that file changed since: the
 # venv keeps the hash of the file it was last installed from. Its interpreter: the first python3
