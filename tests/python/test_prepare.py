@@ -10,7 +10,6 @@ them; DISTSAMPLER_REQUIRE_TRANSFORMERS=1 and DISTSAMPLER_REQUIRE_MEGATRON=1 make
 failure there); on Debian's stack these tests skip, saying why.
 """
 import hashlib
-import importlib
 import json
 import os
 import random
@@ -22,14 +21,7 @@ import time
 import numpy as np
 import pytest
 
-
-def required(module, variable):
-    """The module; a skip saying why, unless `variable` says the stack pins it (then a failure)."""
-    if os.environ.get(variable) == "1":
-        return importlib.import_module(module)
-    return pytest.importorskip(module, reason=f"{module} is not installed on this stack "
-                               f"({sys.executable}); the torch 2 stack pins it")
-
+from stack import required
 
 tokenizers = required("tokenizers", "DISTSAMPLER_REQUIRE_TRANSFORMERS")
 from distsampler import _core  # noqa: E402

@@ -10,29 +10,19 @@ Hugging Face's and Megatron's code are the torch 2 stack's (requirements/torch2.
 DISTSAMPLER_REQUIRE_TRANSFORMERS=1 and DISTSAMPLER_REQUIRE_MEGATRON=1 there make their absence a
 failure); on Debian's stack those two tests skip, saying why.
 """
-import importlib
-import os
 import random
-import sys
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from distsampler.tokens import TokenStream, varlen_metadata  # noqa: E402
+from stack import required  # noqa: E402
 
 from distsampler.indexed import write_indexed  # noqa: E402
 
 L, B = 16, 12
 EOD = 999  # ends every document in the files, as preprocess_data.py --append-eod writes them
-
-
-def required(module, variable):
-    """The module; a skip saying why, unless `variable` says the stack pins it (then a failure)."""
-    if os.environ.get(variable) == "1":
-        return importlib.import_module(module)
-    return pytest.importorskip(module, reason=f"{module} is not installed on this stack "
-                               f"({sys.executable}); the torch 2 stack pins it")
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +81,9 @@ def test_cu_seqlens_are_hugging_faces_flattening_of_the_same_rows(corpus, packin
         real = seg >= 0
         assert tokens[real].tolist() == theirs["input_ids"][0].tolist()
         assert batch["position_ids"][real].tolist() == theirs["position_ids"][0].tolist()
-        # Their labels hold -100 at every segment's first token: the prediction made from the
-        # token before it is not trained. mask_cross_document masks the same predictions (each
-        # row's last input, whose label is the row's own next token, aside).
+    # Their labels hold -100 at every segment's first token: the prediction made from the token
+    # before it is not trained. mask_cross_document masks the same predictions (each row's last
+    # input aside: its label is the row's own next token, which their flattening does not hold).
     for ours in batches(corpus, packing, mask_cross_document=True):
         tokens, seg = ours["tokens"], ours["segment_ids"]
         features = [{"input_ids": tokens[r][seg[r] == i].tolist()}
