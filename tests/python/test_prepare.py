@@ -79,10 +79,16 @@ def inputs(tmp_path_factory):
     return files, documents
 
 
+# The package under test, for the subprocesses: where this process imported it from.
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    [os.path.dirname(os.path.dirname(_core.__file__))] +
+    [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+
+
 def run(args):
     """python -m distsampler.prepare ARGS in a subprocess: (exit status, stdout, stderr)."""
     r = subprocess.run([sys.executable, "-m", "distsampler.prepare", *args], text=True,
-                       capture_output=True, timeout=600, env=dict(os.environ))
+                       capture_output=True, timeout=600, env=ENV)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -156,7 +162,8 @@ def test_a_killed_run_resumes_to_the_same_bytes_leaving_whole_shards_untouched(
                 "--quiet"])[0] == 0
     out = str(tmp_path / "killed")
     process = subprocess.Popen([sys.executable, "-m", "distsampler.prepare", *many, "-o", out,
-                                "--tokenizer", tokenizer, "--eod", "<|endoftext|>", "--quiet"])
+                                "--tokenizer", tokenizer, "--eod", "<|endoftext|>", "--quiet"],
+                               env=ENV)
     first = os.path.join(out, "shard_00000.idx")
     deadline = time.monotonic() + 300
     while not os.path.exists(first) and process.poll() is None and time.monotonic() < deadline:
