@@ -118,17 +118,16 @@ def _complete(out: str, i: int) -> bool:
     return os.path.exists(_shard(out, i) + ".idx") and os.path.exists(_shard(out, i) + ".bin")
 
 
-# The worker's tokenizer, loaded once per process.
-_TOKENIZER: Any = None
+# Tokenizers loaded in this process (a worker's, or the main one's), by path.
+_TOKENIZERS: Dict[str, Any] = {}
 
 
 def _load_tokenizer(path: str) -> Any:
-    global _TOKENIZER
-    if _TOKENIZER is None:
+    if path not in _TOKENIZERS:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from tokenizers import Tokenizer
-        _TOKENIZER = Tokenizer.from_file(path)
-    return _TOKENIZER
+        _TOKENIZERS[path] = Tokenizer.from_file(path)
+    return _TOKENIZERS[path]
 
 
 def _make_shard(job: Tuple[str, str, int, Dict[str, Any]]) -> Tuple[int, int, int, Optional[str]]:
@@ -236,7 +235,7 @@ def prepare(inputs: Sequence[str], output: str, tokenizer: str, *, field: str = 
     if not os.path.isfile(tokenizer):
         raise PrepareError(f"--tokenizer {tokenizer}: no such file")
     try:
-        loaded = _load_tokenizer_fresh(tokenizer)
+        loaded = _load_tokenizer(os.path.abspath(tokenizer))
     except Exception as e:  # tokenizers raises its own Exception type
         raise PrepareError(f"--tokenizer {tokenizer}: not a tokenizers file ({e})")
     vocab = loaded.get_vocab_size(with_added_tokens=True)
@@ -286,11 +285,6 @@ def prepare(inputs: Sequence[str], output: str, tokenizer: str, *, field: str = 
     manifest = {"config": same, "shards": shards}
     _write_json(manifest_path, manifest)
     return manifest
-
-
-def _load_tokenizer_fresh(path: str) -> Any:
-    from tokenizers import Tokenizer
-    return Tokenizer.from_file(path)
 
 
 def _count(prefix: str) -> Tuple[int, int]:
