@@ -88,8 +88,11 @@ struct TokenStreamCore {
 
 TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
                               uint64_t global_batch, uint64_t seed, const std::string& packing,
-                              uint64_t window) {
+                              uint64_t window, std::vector<double> split,
+                              const std::string& subset) {
   TokenPlanOptions o;
+  if (!split.empty()) o.split = SplitRule(std::move(split), "split").fractions();
+  o.subset = parse_split(subset, "subset");
   o.weights = std::move(weights);
   o.seq_len = seq_len;
   o.global_batch = global_batch;
@@ -159,6 +162,14 @@ void bind_tokens(py::module_& m) {
       "The name of a position convention (loader/tokens.h's TokenPositions): 'segment' or "
       "'document'; ValueError naming `positions` otherwise");
   m.def(
+      "split_of",
+      [](std::vector<double> split, uint32_t source, uint64_t document) {
+        return std::string(to_string(SplitRule(std::move(split), "split").of(source, document)));
+      },
+      py::arg("split"), py::arg("source"), py::arg("document"),
+      "'train', 'valid' or 'test': the split of `document` of source `source` under the "
+      "fractions `split` (tokens/mix.h's SplitRule)");
+  m.def(
       "rank_sequences",
       [](uint64_t global_batch, uint64_t world_size, uint64_t rank, uint64_t step) {
         const RankSequences r = rank_sequences(global_batch, world_size, rank, step);
@@ -172,15 +183,22 @@ void bind_tokens(py::module_& m) {
       .def(py::init([](std::vector<std::vector<std::string>> prefixes,
                        std::vector<double> weights, uint64_t seq_len, uint64_t global_batch,
                        uint64_t seed, const std::string& packing, uint64_t window,
-                       Changes changes, Ramps ramps, Appends appends, Skips skips) {
+                       Changes changes, Ramps ramps, Appends appends, Skips skips,
+                       std::vector<double> split, const std::string& subset) {
              return TokenStreamCore(
                  std::move(prefixes),
-                 make_options(std::move(weights), seq_len, global_batch, seed, packing, window),
+                 make_options(std::move(weights), seq_len, global_batch, seed, packing, window,
+                              std::move(split), subset),
                  Edits{std::move(changes), std::move(ramps), std::move(appends), std::move(skips)});
            }),
            py::arg("prefixes"), py::arg("weights"), py::arg("seq_len"), py::arg("global_batch"),
            py::arg("seed"), py::arg("packing"), py::arg("window"), py::arg("changes") = Changes{},
-           py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{})
+           py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{},
+           py::arg("split") = std::vector<double>{}, py::arg("subset") = "train")
+      .def_property_readonly("exhausted",
+                             [](const TokenStreamCore& s) { return s.plan->exhausted(); },
+                             "A single pass (subset valid or test): every token of the subset "
+                             "has been planned")
       .def_property_readonly("step", [](const TokenStreamCore& s) { return s.plan->step(); })
       .def_property_readonly("sequence",
                              [](const TokenStreamCore& s) { return s.plan->sequence(); })
@@ -231,13 +249,16 @@ void bind_tokens(py::module_& m) {
             return py::make_tuple(s.prefixes, o.weights, o.seq_len, o.global_batch, o.seed,
                                   std::string(to_string(o.packing)), o.window,
                                   from_dict_value(s.plan->state_dict(1)), s.edits.changes,
-                                  s.edits.ramps, s.edits.appends, s.edits.skips);
+                                  s.edits.ramps, s.edits.appends, s.edits.skips, o.split,
+                                  std::string(to_string(o.subset)));
           },
           [](const py::tuple& t) {
             TokenStreamCore s(t[0].cast<std::vector<std::vector<std::string>>>(),
                               make_options(t[1].cast<std::vector<double>>(), t[2].cast<uint64_t>(),
                                            t[3].cast<uint64_t>(), t[4].cast<uint64_t>(),
-                                           t[5].cast<std::string>(), t[6].cast<uint64_t>()),
+                                           t[5].cast<std::string>(), t[6].cast<uint64_t>(),
+                                           t[12].cast<std::vector<double>>(),
+                                           t[13].cast<std::string>()),
                               Edits{t[8].cast<Changes>(), t[9].cast<Ramps>(),
                                     t[10].cast<Appends>(), t[11].cast<Skips>()});
             s.plan->load_state_dict(to_dict_value(t[7]));

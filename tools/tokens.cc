@@ -52,6 +52,9 @@ flags:
                           share one token) or best-fit (windows of M pieces packed best-fit
                           decreasing; a document cut only when longer than L + 1) (default concat)
   --window M              best-fit: pieces per window, 1 <= M <= 2^24 (default 1024)
+  --split T[,V[,E]]       held-out splits (Megatron's --split): each document of each source
+                          is in train, valid or test by a hash of (source, document), in these
+                          proportions; the stream reads train only (default: no split)
 edits (docs/tokens.md, "Edits"; each from step STEP on, the steps before it unchanged; repeat
 each flag per edit; a resume must give the edits before its checkpoint again):
   --change STEP:W0,W1,... the weights of every source (new ones included) from STEP on
@@ -69,6 +72,9 @@ plan:
   --steps FIRST:LAST      the steps to print, inclusive (default 0:0)
   --save FILE             write the checkpoint after step LAST (TokenStream.state_dict()'s, as
                           JSON) to FILE
+  --subset NAME           train (default), or valid or test: one pass over that split's
+                          documents (an evaluation), printing the steps up to LAST that hold
+                          tokens; the last ones' padding sequences have no spans
 audit:
   --state FILE            a checkpoint (JSON of TokenStream.state_dict()); repeat per file
   --sequences FILE        JSON lines, each with a "sequence" key: what the run read (every rank)
@@ -133,6 +139,27 @@ Run parse_run(Flags& flags) {
     throw UsageError("--window applies to --packing best-fit only");
   }
   run.options.window = flags.take_u64("--window", TokenPlanOptions::kDefaultWindow);
+  if (flags.has("--split")) {
+    const std::string text = flags.take_string("--split", "");
+    std::vector<double> fractions;
+    for (size_t at = 0; at <= text.size();) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      const std::string part = text.substr(at, comma - at);
+      char* end = nullptr;
+      const double value = std::strtod(part.c_str(), &end);
+      if (part.empty() || end != part.c_str() + part.size()) {
+        throw UsageError("--split " + text + ": '" + part + "' is not a number; expected " +
+                         "TRAIN[,VALID[,TEST]], e.g. 969,30,1");
+      }
+      fractions.push_back(value);
+      at = comma + 1;
+    }
+    try {
+      run.options.split = SplitRule(fractions, "--split " + text).fractions();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
   run.edits = parse_edits(flags);
   return run;
 }
@@ -158,10 +185,11 @@ int run_plan(Flags& flags, std::ostream& out) {
   const uint64_t rank = flags.take_u64("--rank", 0);
   const auto [first, last] = parse_steps(flags.take_string("--steps", "0:0"));
   const std::string save = flags.take_string("--save", "");
+  run.options.subset = parse_split(flags.take_string("--subset", "train"), "--subset");
   flags.finish();
   rank_sequences(run.options.global_batch, world, rank, 0);  // the checks, before any work
   TokenPlan plan = make_plan(run);
-  for (uint64_t step = 0; step <= last; ++step) {
+  for (uint64_t step = 0; step <= last && !plan.exhausted(); ++step) {
     const std::vector<PlannedSequence> mine = plan.next_step(world, rank);
     if (step < first) continue;
     for (const PlannedSequence& s : mine) {
@@ -309,7 +337,7 @@ int run_token_audit(Flags& flags, std::ostream& out) {
   const Mixer& mixer = plan.mixer();
   for (uint32_t s = 0; s < mixer.sources(); ++s) {
     const DocumentLengths& lengths = mixer.lengths(s);
-    uint64_t whole = 0, skips = 0;
+    uint64_t whole = 0, skips = 0, held = 0;
     for (uint64_t e = 0; e <= cursors[s].epoch; ++e) {
       const bool live = e == cursors[s].epoch;
       const uint64_t limit = live ? cursors[s].position : mixer.epoch_size(s, e);
@@ -317,6 +345,16 @@ int run_token_audit(Flags& flags, std::ostream& out) {
       const uint64_t ended = live || next_epoch == first_seen.end() ? end : next_epoch->second;
       for (const uint64_t d : mixer.epoch_documents(s, e, limit)) {
         if (lengths.length(d) == 0) continue;
+        if (!mixer.reads(s, d)) {  // held out: never read, checked like the rest
+          auto it = read.find({s, e, d});
+          if (it != read.end()) {
+            fail("source " + std::to_string(s) + " epoch " + std::to_string(e) + " document " +
+                 std::to_string(d) + " is held out (split '" +
+                 std::string(to_string(mixer.holdout().rule.of(s, d))) + "') but was read");
+          }
+          ++held;
+          continue;
+        }
         uint64_t covered = 0;
         auto it = read.find({s, e, d});
         if (it != read.end()) {
@@ -335,8 +373,9 @@ int run_token_audit(Flags& flags, std::ostream& out) {
       }
     }
     out << "source " << s << ": " << cursors[s].epoch << " source epochs finished, " << whole
-        << " documents read whole, " << skips << " skipped; " << cursors[s].consumed
-        << " tokens read in all\n";
+        << " documents read whole, " << skips << " skipped";
+    if (!mixer.holdout().rule.empty()) out << ", " << held << " held out";
+    out << "; " << cursors[s].consumed << " tokens read in all\n";
   }
   if (!sequences_path.empty()) {
     std::ifstream in(sequences_path);

@@ -44,6 +44,7 @@ enum KeyDomain : uint64_t {
   kDomainShards = 0x53686172'64733031ull,         // "Shards01": shard order and windows
   kDomainTokens = 0x546f6b65'6e537263ull,         // "TokenSrc": token sources' document orders
   kDomainTokensAppend = 0x546f6b41'70706e64ull,   // "TokAppnd": a source's rest after an append
+  kDomainTokensSplit = 0x546f6b53'706c6974ull,    // "TokSplit": held-out splits of documents
 };
 
 // A counter-based stream: the value at `counter` under `key`, uniform over 64-bit words.

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from . import _core
 from ._passes import resolve_world
 
-__all__ = ["TokenStream", "edits_from_flags", "varlen_metadata"]
+__all__ = ["TokenStream", "edits_from_flags", "split_of", "varlen_metadata"]
 
 Prefixes = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 
@@ -47,6 +47,12 @@ def edits_from_flags(flags: Sequence[Tuple[str, str]]) -> Dict[str, List[Any]]:
         key, edit = _core.parse_token_edit(flag, value)
         out[key].append(edit)
     return out
+
+
+def split_of(split: Sequence[float], source: int, document: int) -> str:
+    """'train', 'valid' or 'test': the split TokenStream(split=...) puts `document` of source
+    `source` (its index in ``sources``) in; the same rule on every machine."""
+    return str(_core.split_of([float(f) for f in split], source, document))
 
 
 def varlen_metadata(segment_ids: torch.Tensor) -> Tuple[torch.Tensor, int]:
@@ -93,6 +99,17 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     sources; ``skips`` (step, [(source, document), ...]) are never read from their step on. A
     checkpoint records the edits before its step; a resume must declare them again, and may add
     edits of later steps.
+
+    Held-out data (docs/tokens.md, "Validation"): ``split`` (train, validation, test fractions,
+    as Megatron's ``split="969,30,1"``) puts each document of each source in one split by a hash
+    of (source index, document number): the same on every machine, W and seed, appended documents
+    included. ``subset="train"`` (the default) reads the train split, endlessly; ``"valid"`` or
+    ``"test"`` is an evaluation stream: each iteration is one pass from the start that reads every
+    document of that split once across the ranks, then stops at the same step on every rank, the
+    last step's rows past the pass being padding (loss_mask 0); ``steps`` caps a pass at its
+    first steps (a fixed evaluation budget). Without ``split``, an evaluation stream reads every
+    document (a separate validation set). :meth:`validation` makes the evaluation stream of a
+    training stream.
     """
 
     def __init__(self, sources: Sequence[Tuple[Prefixes, float]], *, seq_len: int,
@@ -104,13 +121,28 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                  changes: Sequence[Tuple[int, Sequence[float]]] = (),
                  ramps: Sequence[Tuple[int, int, Sequence[float]]] = (),
                  appends: Sequence[Tuple[int, int, Prefixes]] = (),
-                 skips: Sequence[Tuple[int, Sequence[Tuple[int, int]]]] = ()) -> None:
+                 skips: Sequence[Tuple[int, Sequence[Tuple[int, int]]]] = (),
+                 split: Optional[Sequence[float]] = None, subset: str = "train",
+                 steps: Optional[int] = None) -> None:
         self.world_size, self.rank = _world(world_size, rank)
+        self._args: Dict[str, Any] = dict(
+            sources=[(_shards(p), float(w)) for p, w in sources], seq_len=seq_len,
+            global_batch=global_batch, seed=seed, packing=packing, window=window,
+            pad_token=pad_token, positions=positions, mask_cross_document=mask_cross_document,
+            eod_token=eod_token, eod_mask_loss=eod_mask_loss, changes=list(changes),
+            ramps=list(ramps), appends=[(st, so, _shards(p)) for st, so, p in appends],
+            skips=list(skips), split=None if split is None else [float(f) for f in split])
         self._plan = _core.TokenPlan(
             [_shards(p) for p, _ in sources], [float(w) for _, w in sources], seq_len,
             global_batch, seed, packing, window, changes=list(changes), ramps=list(ramps),
             appends=[(step, source, _shards(p)) for step, source, p in appends],
-            skips=list(skips))
+            skips=list(skips), split=[] if split is None else [float(f) for f in split],
+            subset=subset)
+        self.subset, self.single_pass = subset, subset != "train"
+        if steps is not None and (not self.single_pass or steps <= 0):
+            raise ValueError(f"steps = {steps}: a cap on an evaluation pass (subset 'valid' or "
+                             "'test'), a positive number of steps")
+        self.steps = steps
         _, per_rank = _core.rank_sequences(global_batch, self.world_size, self.rank, 0)
         self.micro_batch = per_rank if micro_batch is None else micro_batch
         if self.micro_batch <= 0 or per_rank % self.micro_batch:
@@ -134,6 +166,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     def _batches(self, plan: Any, worker: int, workers: int) -> Iterator[Dict[str, Any]]:
         per_step, index = self._per_step, 0
         while True:
+            if self.single_pass and (plan.exhausted or index // per_step == self.steps):
+                return  # the pass is over at this step on every rank
             mine = [j for j in range(per_step) if (index + j) % workers == worker]
             if not mine:
                 plan.skip_step(self.world_size, self.rank)
@@ -166,6 +200,9 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = get_worker_info()
+        if self.single_pass:  # every pass from the start: the stream itself never moves
+            return self._batches(self._plan.copy(), 0 if info is None else info.id,
+                                 1 if info is None else info.num_workers)
         if info is None:  # this process: the plan itself advances as the loop reads
             self._received = 0
             return self._batches(self._plan, 0, 1)
@@ -178,7 +215,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             raise ValueError("persistent_workers=True: a stream's workers start from its state "
                              "when the loader starts; make a new loader() after load_state_dict")
         loader = DataLoader(self, batch_size=None, num_workers=num_workers, **kwargs)
-        if num_workers == 0:
+        if num_workers == 0 or self.single_pass:
             yield from loader
             return
         per_step = self._per_step
@@ -189,8 +226,45 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             self._received = (self._received + 1) % per_step
             yield batch
 
+    def validation(self, subset: str = "valid", *, global_batch: Optional[int] = None,
+                   micro_batch: Optional[int] = None, steps: Optional[int] = None
+                   ) -> "TokenStream":
+        """The evaluation stream of this training stream: one pass over the ``subset`` split of
+        the same sources (with the documents ``appends`` add, numbered as in training, and
+        without those ``skips`` list), packed alike, in this stream's batches unless
+        ``global_batch`` or ``micro_batch`` is given, on the same ranks; mixed by the last
+        weights given. Reading it never moves this stream."""
+        if subset == "train":
+            raise ValueError("subset = 'train': an evaluation stream reads 'valid' or 'test'")
+        a = dict(self._args)
+        sources = [(list(p), w) for p, w in a.pop("sources")]
+        weights = [w for _, w in sources]
+        latest = sorted([(c[0], list(c[1])) for c in a["changes"]] +
+                        [(r[0], list(r[2])) for r in a["ramps"]], key=lambda e: e[0])
+        for _, source, prefixes in sorted(a.pop("appends"), key=lambda e: e[0]):
+            if source < len(sources):
+                sources[source][0].extend(prefixes)
+            else:
+                sources.append((list(prefixes), 1.0))
+        if latest:
+            weights = latest[-1][1]
+        skipped = sorted({tuple(pair) for _, pairs in a.pop("skips") for pair in pairs})
+        a.pop("changes"), a.pop("ramps")
+        if global_batch is not None:
+            a["global_batch"] = global_batch
+        elif micro_batch is None:  # the training stream's batches
+            micro_batch = self.micro_batch
+        return TokenStream([(p, w) for (p, _), w in zip(sources, weights)], **a,
+                           skips=[(0, skipped)] if skipped else (), subset=subset,
+                           micro_batch=micro_batch, steps=steps, rank=self.rank,
+                           world_size=self.world_size)
+
     def state_dict(self) -> Dict[str, Any]:
         """The position after the batches the loop received; taken between steps."""
+        if self.single_pass:
+            raise RuntimeError(f"state_dict(): an evaluation stream (subset '{self.subset}') "
+                               "has no position to save; each iteration is a whole pass from "
+                               "its start")
         if self._received % self._per_step:
             raise RuntimeError(f"state_dict() inside step {self.step - 1}: "
                                f"{self._received % self._per_step} of its {self._per_step} "

@@ -95,6 +95,60 @@ std::vector<double> normalized(const std::vector<double>& weights) {
 
 }  // namespace
 
+std::string_view to_string(Split split) {
+  switch (split) {
+    case Split::kTrain:
+      return "train";
+    case Split::kValidation:
+      return "valid";
+    case Split::kTest:
+      return "test";
+  }
+  return "?";
+}
+
+Split parse_split(std::string_view text, std::string_view parameter) {
+  if (text == "train") return Split::kTrain;
+  if (text == "valid") return Split::kValidation;
+  if (text == "test") return Split::kTest;
+  invalid(std::string(parameter) + " = '" + std::string(text) +
+          "'; allowed: 'train', 'valid' or 'test'");
+}
+
+SplitRule::SplitRule(std::vector<double> fractions, std::string_view parameter)
+    : fractions_(std::move(fractions)) {
+  const std::string name(parameter);
+  if (fractions_.empty() || fractions_.size() > 3) {
+    invalid(name + ": " + std::to_string(fractions_.size()) +
+            " fractions given; 1 to 3 allowed (train, validation, test, as Megatron's "
+            "split=\"969,30,1\")");
+  }
+  double sum = 0;
+  for (size_t i = 0; i < fractions_.size(); ++i) {
+    if (!std::isfinite(fractions_[i]) || fractions_[i] < 0) {
+      invalid(name + "[" + std::to_string(i) + "] = " + number(fractions_[i]) +
+              "; a fraction must be finite and >= 0");
+    }
+    sum += fractions_[i];
+  }
+  if (!(sum > 0) || !std::isfinite(sum)) {
+    invalid(name + ": the fractions sum to " + number(sum) + "; their sum must be finite and > 0");
+  }
+  fractions_.resize(3, 0.0);
+  // Cumulative bounds in units of 2^-32, rounded to nearest: exact 0 and 2^32 at the ends.
+  double cumulative = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    cumulative += fractions_[i];
+    const double scaled = std::floor(std::ldexp(cumulative / sum, Mixer::kQuotaBits) + 0.5);
+    bounds_[i] = std::min<uint64_t>(kQuotaTotal, static_cast<uint64_t>(scaled));
+  }
+}
+
+Split SplitRule::of(uint32_t source, uint64_t document) const {
+  const uint64_t h = hash_at(derive_key(0, source, kDomainTokensSplit), document) >> 32;
+  return h < bounds_[0] ? Split::kTrain : h < bounds_[1] ? Split::kValidation : Split::kTest;
+}
+
 LengthList::LengthList(std::vector<uint32_t> lengths) : lengths_(std::move(lengths)) {
   for (uint32_t length : lengths_) total_ += length;
 }
@@ -130,12 +184,13 @@ uint64_t Mixer::EpochOrder::at(uint64_t position) const {
 
 Mixer::Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources,
              std::vector<double> weights, uint64_t seed, uint64_t piece_tokens,
-             std::vector<MixEdit> edits)
+             std::vector<MixEdit> edits, Holdout holdout)
     : initial_(std::move(sources)),
       initial_weights_(std::move(weights)),
       edits_(std::move(edits)),
       seed_(seed),
-      piece_tokens_(piece_tokens) {
+      piece_tokens_(piece_tokens),
+      holdout_(std::move(holdout)) {
   if (initial_.empty()) invalid("sources: none given; at least one source is needed");
   if (initial_.size() > kMaxSources) {
     invalid("sources: " + std::to_string(initial_.size()) + " given; at most " +
@@ -152,6 +207,28 @@ Mixer::Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources,
     if (initial_[s]->total_tokens() == 0) {
       invalid("sources[" + std::to_string(s) + "] has no tokens (" +
               std::to_string(initial_[s]->documents()) + " documents, all empty)");
+    }
+  }
+  // Each source reads some tokens of its subset (training); a single pass needs one source that
+  // does, and passes over the others.
+  size_t with_subset = 0;
+  for (size_t s = 0; s < initial_.size(); ++s) {
+    const bool has = has_subset_tokens(static_cast<uint32_t>(s), *initial_[s]);
+    with_subset += has ? 1 : 0;
+    if (!has && !holdout_.single_pass) {
+      invalid("sources[" + std::to_string(s) + "]: none of its " +
+              std::to_string(initial_[s]->documents()) + " documents with tokens is in the '" +
+              std::string(to_string(holdout_.subset)) + "' split");
+    }
+  }
+  if (with_subset == 0) {
+    invalid("split: no document with tokens of any source is in the '" +
+            std::string(to_string(holdout_.subset)) + "' split");
+  }
+  for (const MixEdit& e : edits_) {
+    if (holdout_.single_pass && e.step > 0) {
+      invalid(e.label + ": step " + std::to_string(e.step) + "; a single pass (an evaluation " +
+              "stream) takes edits of step 0 only, what is in force when it starts");
     }
   }
   // The edits, by step (stably), each checked against what is in force at its step: a step's
@@ -191,6 +268,11 @@ Mixer::Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources,
           if (e.source == parts.size()) {
             if (parts.size() == kMaxSources) invalid(at + ": more than 2^20 sources");
             if (e.documents->total_tokens() == 0) invalid(at + ": a new source with no tokens");
+            if (!holdout_.single_pass &&
+                !has_subset_tokens(static_cast<uint32_t>(parts.size()), *e.documents)) {
+              invalid(at + ": a new source none of whose documents with tokens is in the '" +
+                      std::string(to_string(holdout_.subset)) + "' split");
+            }
             creates_[i] = true;
             parts.push_back({e.documents});
             documents.push_back(e.documents->documents());
@@ -255,10 +337,26 @@ Mixer::Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources,
   live_.resize(initial_.size());
   for (size_t s = 0; s < initial_.size(); ++s) {
     live_[s].order = order_of(static_cast<uint32_t>(s), 0, {}, *initial_[s]);
-    settle(static_cast<uint32_t>(s));
+    // A single pass settles in advance(0), after its step-0 appends: a source with no document
+    // of its subset may gain some there.
+    if (!holdout_.single_pass) settle(static_cast<uint32_t>(s));
   }
   next_change_ = 0;
   advance(0);  // the edits of step 0
+}
+
+bool Mixer::has_subset_tokens(uint32_t source, const DocumentLengths& lengths) const {
+  for (uint64_t d = 0; d < lengths.documents(); ++d) {
+    if (lengths.length(d) > 0 && holdout_.reads(source, d)) return true;
+  }
+  return false;
+}
+
+bool Mixer::exhausted() const {
+  for (uint32_t s = 0; s < mix_.cursors.size(); ++s) {
+    if (!exhausted(s)) return false;
+  }
+  return true;
 }
 
 uint64_t Mixer::first_documents(uint32_t source) const {
@@ -387,6 +485,14 @@ void Mixer::settle(uint32_t source) {
                                std::to_string(sources_[source]->total_tokens()));
     }
     if (c.position == live.order.size()) {
+      if (holdout_.single_pass) {  // done: epoch 1 marks it
+        c.epoch = 1;
+        c.position = 0;
+        c.offset = 0;
+        live.document = 0;
+        live.length = 0;
+        return;
+      }
       ++c.epoch;
       c.position = 0;
       c.offset = 0;
@@ -394,7 +500,10 @@ void Mixer::settle(uint32_t source) {
     }
     live.document = live.order.at(c.position);
     live.length = sources_[source]->length(live.document);
-    if (c.offset < live.length && !(c.offset == 0 && skipped(source, live.document))) return;
+    if (c.offset < live.length && holdout_.reads(source, live.document) &&
+        !(c.offset == 0 && skipped(source, live.document))) {
+      return;
+    }
     ++c.position;  // the document is done (or empty, or skipped)
     c.offset = 0;
   }
@@ -452,11 +561,19 @@ Piece Mixer::next() {
   SignedWide best_finish = 0;
   uint64_t best_quota = 1;
   constexpr SignedWide kSmall = SignedWide{1} << 90;  // |finish| below: cross products fit
+  // A single pass: the sources not yet done; when none of them is eligible (the done ones' shares
+  // can no longer be met), every one of them is.
+  bool any_eligible = !holdout_.single_pass;
+  for (size_t s = 0; s < sources_.size() && !any_eligible; ++s) {
+    const Wide target = mix_.targets[s] + Wide{quotas_[s]} * since;
+    any_eligible = !exhausted(static_cast<uint32_t>(s)) &&
+                   (Wide{mix_.cursors[s].consumed} << kQuotaBits) <= target;
+  }
   for (size_t s = 0; s < sources_.size(); ++s) {
     const SourceCursor& c = mix_.cursors[s];
     const Wide served = Wide{c.consumed} << kQuotaBits;
     const Wide target = mix_.targets[s] + Wide{quotas_[s]} * since;
-    if (served > target) continue;
+    if (exhausted(static_cast<uint32_t>(s)) || (served > target && any_eligible)) continue;
     const SignedWide finish =
         static_cast<SignedWide>(served + (Wide{piece_length(static_cast<uint32_t>(s))} << kQuotaBits)) -
         static_cast<SignedWide>(target);
@@ -470,6 +587,7 @@ Piece Mixer::next() {
     }
     if (earlier) best = s, best_finish = finish, best_quota = quotas_[s];
   }
+  if (best == sources_.size()) throw std::logic_error("next: the single pass is exhausted");
   const auto source = static_cast<uint32_t>(best);
   SourceCursor& c = mix_.cursors[source];
   Piece piece;
@@ -543,6 +661,16 @@ void Mixer::restore(const MixState& state) {
       invalid(where + "epoch = " + std::to_string(c.epoch) + " is out of range");
     }
     Live& live = moved.live_[s];
+    if (holdout_.single_pass && c.epoch > 0) {  // done
+      if (c.epoch != 1 || c.position != 0 || c.offset != 0) {
+        invalid(where + "epoch = " + std::to_string(c.epoch) + "; a single pass's source is " +
+                "in epoch 0, or done at [1, 0, 0]");
+      }
+      live.order = order_of(static_cast<uint32_t>(s), 0, state.landings, *config.sources[s]);
+      if (total + c.consumed < total) invalid(where + "consumed overflows the total");
+      total += c.consumed;
+      continue;
+    }
     live.order = order_of(static_cast<uint32_t>(s), c.epoch, state.landings, *config.sources[s]);
     if (c.position >= live.order.size()) {
       invalid(where + "position = " + std::to_string(c.position) + "; the source's epoch has " +
@@ -553,6 +681,11 @@ void Mixer::restore(const MixState& state) {
     if (c.offset >= live.length) {
       invalid(where + "offset = " + std::to_string(c.offset) + " but document " +
               std::to_string(live.document) + " has " + std::to_string(live.length) + " tokens");
+    }
+    if (!holdout_.reads(static_cast<uint32_t>(s), live.document)) {
+      invalid(where + "position = " + std::to_string(c.position) + " is document " +
+              std::to_string(live.document) + ", which is not in the '" +
+              std::string(to_string(holdout_.subset)) + "' split this stream reads");
     }
     if (total + c.consumed < total) invalid(where + "consumed overflows the total");
     total += c.consumed;

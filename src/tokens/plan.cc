@@ -16,6 +16,14 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument(message); }
 
+Holdout holdout_of(const TokenPlanOptions& o) {
+  Holdout h;
+  if (!o.split.empty()) h.rule = SplitRule(o.split, "split");
+  h.subset = o.subset;
+  h.single_pass = o.subset != Split::kTrain;
+  return h;
+}
+
 uint64_t checked_seq_len(uint64_t seq_len) {
   if (seq_len == 0 || seq_len > TokenPlanOptions::kMaxSeqLen) {
     invalid("seq_len = " + std::to_string(seq_len) + "; allowed: 1 to 2^30");
@@ -40,6 +48,12 @@ DictValue plan_config(const std::vector<std::shared_ptr<const DocumentLengths>>&
       .set("seed", DictValue::integer(o.seed))
       .set("packing", DictValue::string(std::string(to_string(o.packing))));
   if (o.packing == Packing::kBestFit) config.set("window", DictValue::integer(o.window));
+  if (!o.split.empty() || o.subset != Split::kTrain) {
+    std::vector<DictValue> fractions;
+    for (double f : mixer.holdout().rule.fractions()) fractions.push_back(DictValue::real(f));
+    config.set("split", DictValue::list(std::move(fractions)))
+        .set("subset", DictValue::string(std::string(to_string(o.subset))));
+  }
   return config;
 }
 
@@ -124,7 +138,7 @@ TokenPlan::TokenPlan(std::vector<std::shared_ptr<const DocumentLengths>> sources
                      TokenPlanOptions options)
     : options_(std::move(options)),
       mixer_(sources, options_.weights, options_.seed, checked_seq_len(options_.seq_len) + 1,
-             options_.edits) {
+             options_.edits, holdout_of(options_)) {
   if (options_.global_batch == 0) invalid("global_batch = 0; at least 1 sequence per step");
   if (options_.packing == Packing::kBestFit &&
       (options_.window == 0 || options_.window > TokenPlanOptions::kMaxWindow)) {
@@ -167,13 +181,26 @@ PlannedSequence TokenPlan::next() {
   return options_.packing == Packing::kConcat ? next_concat() : next_best_fit();
 }
 
+bool TokenPlan::exhausted() const {
+  if (!mixer_.exhausted()) return false;
+  if (options_.packing == Packing::kBestFit) return next_bin_ >= bins_.size();
+  // concat: a last token left alone was the previous sequence's last label.
+  uint64_t left = 0;
+  for (const Piece& piece : pending_) left += piece.tokens();
+  return left <= offset_ + 1;
+}
+
 PlannedSequence TokenPlan::next_concat() {
   const uint64_t want = sequence_tokens();
   PlannedSequence out;
   out.index = sequence_++;
+  if (exhausted()) return out;  // a single pass's padding rows
   uint64_t have = 0, offset = offset_;
   for (size_t i = 0; have < want; ++i) {
-    if (i == pending_.size()) pending_.push_back(mixer_.next());
+    if (i == pending_.size()) {
+      if (mixer_.exhausted()) break;  // a single pass's last sequence
+      pending_.push_back(mixer_.next());
+    }
     const Piece& piece = pending_[i];
     const uint64_t begin = piece.begin + (i == 0 ? offset : 0);
     const uint64_t end = std::min(piece.end, begin + (want - have));
@@ -192,7 +219,10 @@ PlannedSequence TokenPlan::next_concat() {
     offset = 0;
     pending_.pop_front();
     edit_anchor_.reset();
-    if (pending_.empty()) pending_.push_back(mixer_.next());
+    if (pending_.empty()) {
+      if (mixer_.exhausted()) break;
+      pending_.push_back(mixer_.next());
+    }
   }
   offset_ = offset;
   return out;
@@ -202,7 +232,9 @@ void TokenPlan::fill_window() {
   anchor_ = mixer_.state();
   std::vector<Piece> pieces;
   pieces.reserve(options_.window);
-  for (uint64_t i = 0; i < options_.window; ++i) pieces.push_back(mixer_.next());
+  for (uint64_t i = 0; i < options_.window && !mixer_.exhausted(); ++i) {
+    pieces.push_back(mixer_.next());
+  }
   // Best-fit decreasing: the longest piece first (the earlier one on a tie), each into the bin
   // with the least room that holds it (the earliest opened on a tie), a new bin when none does.
   std::vector<size_t> order(pieces.size());
@@ -235,10 +267,10 @@ void TokenPlan::fill_window() {
 }
 
 PlannedSequence TokenPlan::next_best_fit() {
-  if (next_bin_ == bins_.size()) fill_window();
+  if (next_bin_ == bins_.size() && !mixer_.exhausted()) fill_window();
   PlannedSequence out;
   out.index = sequence_++;
-  out.spans = bins_[next_bin_++];
+  if (next_bin_ < bins_.size()) out.spans = bins_[next_bin_++];  // else a single pass's padding
   return out;
 }
 
@@ -287,7 +319,9 @@ void TokenPlan::load(const TokenPlanState& state) {
   moved.edit_anchor_.reset();
   moved.bins_.clear();
   moved.next_bin_ = 0;
-  if (options_.packing == Packing::kConcat) {
+  if (options_.packing == Packing::kConcat && moved.mixer_.exhausted()) {
+    if (state.skip != 0) invalid("state skip = " + std::to_string(state.skip) + " after the pass");
+  } else if (options_.packing == Packing::kConcat) {
     moved.pending_.push_back(moved.mixer_.next());
     if (state.skip >= moved.pending_.front().tokens()) {
       invalid("state skip = " + std::to_string(state.skip) + " but the piece there holds " +

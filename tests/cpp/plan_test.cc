@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -311,6 +312,213 @@ TEST(PlanTest, BadOptionsAreRefusedNamingTheParameter) {
   TokenPlan plan(sources, o);
   plan.next();
   EXPECT_THROW(plan.next_step(2, 0), std::logic_error);
+}
+
+// ---- held-out splits and the evaluation pass ----------------------------------------------------
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SplitTest, EachDocumentHasOneSplitInTheStatedProportions) {
+  const SplitRule rule({969, 30, 1});
+  EXPECT_EQ(rule.fractions(), (std::vector<double>{969, 30, 1}));
+  uint64_t count[3] = {0, 0, 0};
+  for (uint32_t s = 0; s < 4; ++s) {
+    for (uint64_t d = 0; d < 100000; ++d) {
+      const Split split = rule.of(s, d);
+      ASSERT_EQ(split, SplitRule({969, 30, 1}).of(s, d));  // a pure function of (source, doc)
+      ++count[static_cast<int>(split)];
+    }
+  }
+  // 400,000 documents: within 5 standard deviations of 96.9%, 3% and 0.1%.
+  EXPECT_NEAR(count[0], 387600, 550);
+  EXPECT_NEAR(count[1], 12000, 540);
+  EXPECT_NEAR(count[2], 400, 100);
+  // The fractions scale: (96.9, 3, 0.1) is the same rule; a missing fraction is 0.
+  const SplitRule same({96.9, 3, 0.1}), two({90, 10});
+  uint64_t tests = 0;
+  for (uint64_t d = 0; d < 20000; ++d) {
+    ASSERT_EQ(same.of(1, d), rule.of(1, d));
+    tests += two.of(1, d) == Split::kTest ? 1 : 0;
+  }
+  EXPECT_EQ(tests, 0u);
+  // Not the seed, not the position: the source index and document number only.
+  uint64_t differ = 0;
+  for (uint64_t d = 0; d < 1000; ++d) differ += rule.of(0, d) != rule.of(1, d) ? 1 : 0;
+  EXPECT_GT(differ, 10u);
+}
+
+TEST(SplitTest, BadFractionsAndNamesAreRefusedNamingTheParameter) {
+  EXPECT_NE(error_of([] { SplitRule(std::vector<double>{}); }).find("split: 0 fractions"), std::string::npos);
+  EXPECT_NE(error_of([] { SplitRule({1, 2, 3, 4}); }).find("1 to 3"), std::string::npos);
+  EXPECT_NE(error_of([] { SplitRule({1, -2}); }).find("split[1] = -2"), std::string::npos);
+  EXPECT_NE(error_of([] { SplitRule({0, 0}); }).find("sum to 0"), std::string::npos);
+  EXPECT_NE(error_of([] { SplitRule({1, std::nan("")}); }).find("split[1] = nan"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_split("validation"); }).find("subset = 'validation'"),
+            std::string::npos);
+  EXPECT_EQ(parse_split("valid"), Split::kValidation);
+  EXPECT_EQ(to_string(Split::kTest), "test");
+}
+
+TokenPlanOptions split_options(Packing packing, Split subset) {
+  TokenPlanOptions o = options(packing, 16, 24);
+  o.split = {80, 15, 5};
+  o.subset = subset;
+  return o;
+}
+
+TEST(SplitTest, TrainingNeverReadsAHeldOutDocumentThroughEpochsAndAppends) {
+  for (Packing packing : {Packing::kConcat, Packing::kBestFit}) {
+    const Sources sources = make_sources(11, {60, 25, 90}, 40);
+    TokenPlanOptions o = split_options(packing, Split::kTrain);
+    MixEdit append;
+    append.kind = MixEdit::Kind::kAppend;
+    append.step = 4;
+    append.source = 1;
+    append.documents = make_sources(12, {40}, 40)[0];
+    append.label = "append";
+    o.edits = {append};
+    const SplitRule rule(o.split);
+    TokenPlan plan(sources, o);
+    std::map<std::pair<uint32_t, uint64_t>, uint64_t> read;
+    for (uint64_t k = 0; k < 24 * 60; ++k) {  // several source epochs of every source
+      for (const Span& x : plan.next().spans) {
+        ASSERT_EQ(rule.of(x.source, x.document), Split::kTrain)
+            << "source " << x.source << " document " << x.document << " is held out";
+        ++read[{x.source, x.document}];
+      }
+    }
+    EXPECT_GT(plan.state().mix.cursors[1].epoch, 1u);
+    // Every training document with tokens was read, appended ones (25 and up) included.
+    for (uint64_t d = 0; d < 65; ++d) {
+      const uint32_t length = d < 25 ? sources[1]->length(d) : append.documents->length(d - 25);
+      if (length > 0 && rule.of(1, d) == Split::kTrain) {
+        EXPECT_GT(read.count({1, d}), 0u) << "document " << d;
+      }
+    }
+    // The config records the split: a checkpoint of another split is refused naming it.
+    TokenPlanOptions other = o;
+    other.split = {90, 10};
+    TokenPlan elsewhere(sources, other);
+    const std::string error =
+        error_of([&] { elsewhere.load_state_dict(plan.state_dict(1)); });
+    EXPECT_NE(error.find("split"), std::string::npos) << error;
+  }
+}
+
+// The tokens a pass covers: (source, document) -> each token's count, the last token of every
+// concat sequence but the pass's last being the next one's first (not counted twice).
+std::map<std::pair<uint32_t, uint64_t>, std::vector<int>> coverage(
+    const std::vector<PlannedSequence>& sequences, const DocumentLengths& lengths0,
+    const Sources& sources, Packing packing) {
+  (void)lengths0;
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<int>> out;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const PlannedSequence& q = sequences[i];
+    const bool last = i + 1 == sequences.size() || sequences[i + 1].spans.empty();
+    uint64_t owned = packing == Packing::kConcat && !last ? q.tokens() - 1 : q.tokens();
+    for (const Span& x : q.spans) {
+      auto& counts = out[{x.source, x.document}];
+      counts.resize(sources[x.source]->length(x.document), 0);
+      for (uint64_t t = x.begin; t < x.end && owned > 0; ++t, --owned) ++counts[t];
+    }
+  }
+  return out;
+}
+
+TEST(SplitTest, AnEvaluationPassReadsEveryDocumentOfItsSubsetOnceOnAnyWorldSize) {
+  for (Packing packing : {Packing::kConcat, Packing::kBestFit}) {
+    for (Split subset : {Split::kValidation, Split::kTest}) {
+      const Sources sources = make_sources(13, {3000, 800, 5000}, 40);
+      const TokenPlanOptions o = split_options(packing, subset);
+      const SplitRule rule(o.split);
+      std::vector<PlannedSequence> expected;
+      uint64_t steps = 0;
+      {
+        TokenPlan one(sources, o);
+        for (; !one.exhausted(); ++steps) {
+          for (PlannedSequence& q : one.next_step(1, 0)) expected.push_back(std::move(q));
+        }
+        ASSERT_GT(steps, 1u);
+        ASSERT_TRUE(one.next().spans.empty());  // padding after the pass
+      }
+      const auto covered = coverage(expected, *sources[0], sources, packing);
+      for (uint32_t s = 0; s < 3; ++s) {
+        for (uint64_t d = 0; d < sources[s]->documents(); ++d) {
+          const bool in = rule.of(s, d) == subset && sources[s]->length(d) > 0;
+          auto it = covered.find({s, d});
+          if (!in) {
+            EXPECT_TRUE(it == covered.end()) << "source " << s << " document " << d;
+            continue;
+          }
+          ASSERT_TRUE(it != covered.end()) << "source " << s << " document " << d << " unread";
+          for (size_t t = 0; t < it->second.size(); ++t) {
+            ASSERT_EQ(it->second[t], 1) << "source " << s << " document " << d << " token " << t;
+          }
+        }
+      }
+      // Every W: the same sequences, the same number of steps; the last step's tail padding.
+      for (uint64_t world : {3, 8}) {
+        for (uint64_t r = 0; r < world; ++r) {
+          TokenPlan rank(sources, o);
+          uint64_t taken = 0;
+          for (; !rank.exhausted(); ++taken) {
+            const auto mine = rank.next_step(world, r);
+            ASSERT_EQ(mine.size(), 24 / world);
+            for (size_t i = 0; i < mine.size(); ++i) {
+              const uint64_t k = taken * 24 + r * (24 / world) + i;
+              if (k < expected.size()) expect_same(mine[i], expected[k], "W=" + std::to_string(world));
+            }
+          }
+          EXPECT_EQ(taken, steps) << "W=" << world << " rank " << r;
+        }
+      }
+      // A pass resumes from a state inside it, and a state after it.
+      for (uint64_t cut : {uint64_t{24}, steps * 24 - 24, steps * 24}) {
+        TokenPlan first(sources, o);
+        run(first, cut);
+        TokenPlan resumed(sources, o);
+        resumed.load_state_dict(first.state_dict(1));
+        for (uint64_t k = cut; k < expected.size(); ++k) expect_same(resumed.next(), expected[k], "cut");
+        EXPECT_TRUE(resumed.exhausted());
+      }
+    }
+  }
+}
+
+TEST(SplitTest, AnEvaluationPassRefusesLaterEditsAndAnEmptySubset) {
+  const Sources sources = make_sources(14, {30, 30, 30}, 20);
+  TokenPlanOptions o = split_options(Packing::kConcat, Split::kValidation);
+  MixEdit change;
+  change.step = 3;
+  change.until = 3;
+  change.weights = {1, 1, 1};
+  change.label = "--change 3:1,1,1";
+  o.edits = {change};
+  EXPECT_NE(error_of([&] { TokenPlan(sources, o); }).find("--change 3:1,1,1: step 3"),
+            std::string::npos);
+  o.edits.clear();
+  o.split = {1, 0, 0};
+  EXPECT_NE(error_of([&] { TokenPlan(sources, o); }).find("'valid' split"), std::string::npos);
+  o.subset = Split::kTrain;
+  o.split = {0, 1};
+  EXPECT_NE(error_of([&] { TokenPlan(sources, o); }).find("sources[0]: none of its"),
+            std::string::npos);
+  // No split: an evaluation pass reads every document (a separate validation set).
+  o.split.clear();
+  o.subset = Split::kValidation;
+  TokenPlan whole(sources, o);
+  uint64_t tokens = 0;
+  while (!whole.exhausted()) tokens += whole.next().tokens() - 1;
+  uint64_t total = 0;
+  for (const auto& s : sources) total += s->total_tokens();
+  EXPECT_EQ(tokens + 1, total);
 }
 
 }  // namespace

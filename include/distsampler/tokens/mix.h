@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,44 @@ class ConcatLengths : public DocumentLengths {
   std::vector<std::shared_ptr<const DocumentLengths>> parts_;
   std::vector<uint64_t> starts_;  // part i holds documents [starts_[i], starts_[i + 1])
   uint64_t total_ = 0;
+};
+
+// Held-out splits (Megatron's `split`, "969,30,1"): each document of each source belongs to one
+// of train / validation / test by a hash of (source index, document number), never by position,
+// so a document's split is the same on every machine and W, whatever the seed (a run's seed can
+// change without moving documents between splits), and documents appended to a source are split
+// by the same rule. Fractions are fixed-point: document d of source s is in train when the high
+// 32 bits of hash_at(derive_key(0, s, kDomainTokensSplit), d) are below bounds[0], in validation
+// below bounds[1], in test otherwise.
+enum class Split : uint8_t { kTrain, kValidation, kTest };
+std::string_view to_string(Split split);  // "train", "valid", "test"
+// Throws std::invalid_argument naming `parameter`, the text and the allowed names.
+Split parse_split(std::string_view text, std::string_view parameter = "subset");
+
+class SplitRule {
+ public:
+  SplitRule() = default;  // no split: every document is in whichever subset a stream reads
+  // One to three fractions (train, validation, test; missing ones 0), each finite and >= 0,
+  // with a positive sum. Throws std::invalid_argument naming `parameter` otherwise.
+  explicit SplitRule(std::vector<double> fractions, std::string_view parameter = "split");
+  bool empty() const { return fractions_.empty(); }
+  const std::vector<double>& fractions() const { return fractions_; }
+  Split of(uint32_t source, uint64_t document) const;
+
+ private:
+  std::vector<double> fractions_;
+  uint64_t bounds_[2] = {0, 0};
+};
+
+// What a stream reads of its sources: one subset of a split, and whether once (an evaluation:
+// each document of the subset once, then the stream ends) or epoch after epoch (training).
+struct Holdout {
+  SplitRule rule;
+  Split subset = Split::kTrain;
+  bool single_pass = false;
+  bool reads(uint32_t source, uint64_t document) const {
+    return rule.empty() || rule.of(source, document) == subset;
+  }
 };
 
 // Where a source stands: the next document is at `position` of its order in source epoch
@@ -148,17 +187,32 @@ class Mixer {
   // Throws std::invalid_argument naming the parameter: no sources, more than kMaxSources, a
   // weight count other than the source count, a weight that is not finite and positive or below
   // 2^-32 of their sum, a source without tokens, piece_tokens of 0; an edit that cannot apply
-  // (named by its label).
+  // (named by its label); a holdout whose subset no document of a source (training) or of any
+  // source (single pass) with tokens falls in; a single pass with edits after step 0.
+  // A single pass marks a source that has read its last document with cursor epoch 1; pieces
+  // come from the sources not yet done (by WF2Q while one is eligible, else the earliest finish).
   Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources, std::vector<double> weights,
-        uint64_t seed, uint64_t piece_tokens, std::vector<MixEdit> edits = {});
+        uint64_t seed, uint64_t piece_tokens, std::vector<MixEdit> edits = {},
+        Holdout holdout = {});
 
   // Whether edits take effect by plan step `step`, and applying them (no piece is drawn between
   // the two: the plan calls them before its next draw).
   bool changes_by(uint64_t step) const { return step >= next_change_; }
   void advance(uint64_t step);
 
-  // The next piece of the stream.
+  // The next piece of the stream; std::logic_error once a single pass is exhausted().
   Piece next();
+  // A single pass: whether source `source` has read every document of its subset; whether all
+  // have (no piece left). Always false for an endless stream.
+  bool exhausted(uint32_t source) const {
+    return holdout_.single_pass && mix_.cursors[source].epoch > 0;
+  }
+  bool exhausted() const;
+  const Holdout& holdout() const { return holdout_; }
+  // Whether the stream reads `document` of `source` (its split is the subset read).
+  bool reads(uint32_t source, uint64_t document) const {
+    return holdout_.reads(source, document);
+  }
   // The state before the next piece.
   MixState state() const;
   const std::vector<SourceCursor>& cursors() const { return mix_.cursors; }
@@ -216,7 +270,9 @@ class Mixer {
   uint64_t first_documents(uint32_t source) const;  // documents it started with
   EpochOrder order_of(uint32_t source, uint64_t epoch, const std::vector<Landing>& landings,
                       const DocumentLengths& lengths) const;
-  void settle(uint32_t source);  // skip empty documents, enter the next epoch, refresh live_
+  void settle(uint32_t source);  // skip empty, skipped and held-out documents, enter the next
+                                 // epoch (a single pass: mark the source done), refresh live_
+  bool has_subset_tokens(uint32_t source, const DocumentLengths& lengths) const;
   uint64_t piece_length(uint32_t source) const;
 
   std::vector<std::shared_ptr<const DocumentLengths>> initial_;
@@ -226,6 +282,7 @@ class Mixer {
   std::vector<bool> creates_;                   // per edit: an append adding a new source
   uint64_t seed_ = 0;
   uint64_t piece_tokens_ = 0;
+  Holdout holdout_;
 
   std::vector<std::shared_ptr<const DocumentLengths>> sources_;
   std::vector<uint64_t> quotas_;

@@ -50,6 +50,11 @@ struct TokenPlanOptions {
   // Changes from a step on (mix.h's MixEdit): weights and ramps, appended documents and sources,
   // skip lists. Steps before an edit's are the same sequences as without it.
   std::vector<MixEdit> edits;
+  // Held-out splits (mix.h's SplitRule): the fractions (train, validation, test; empty: no split)
+  // and the subset read. Train is endless; valid and test are one pass (an evaluation): every
+  // document of the subset once, then exhausted(), later sequences empty (padding rows).
+  std::vector<double> split;
+  Split subset = Split::kTrain;
   static constexpr uint64_t kDefaultWindow = 1024;
   static constexpr uint64_t kMaxWindow = uint64_t{1} << 24;
   static constexpr uint64_t kMaxSeqLen = uint64_t{1} << 30;
@@ -112,6 +117,9 @@ class TokenPlan {
   // in `mine`. Throws std::logic_error when the plan is not at a step boundary.
   std::vector<PlannedSequence> next_step(uint64_t world_size, uint64_t rank);
   uint64_t sequence() const { return sequence_; }
+  // A single pass (subset valid or test): whether every token of the subset is in sequences
+  // already given (next() gives empty sequences from here on). Always false for training.
+  bool exhausted() const;
   uint64_t step() const { return sequence_ / options_.global_batch; }
 
   TokenPlanState state() const;
@@ -121,7 +129,8 @@ class TokenPlan {
   void load(const TokenPlanState& state);
 
   // What a checkpoint at `sequence` must match: {"plan", "sources": [[documents, tokens], ...],
-  // "quotas", "seq_len", "global_batch", "seed", "packing", "window"}, and "edits": those of
+  // "quotas", "seq_len", "global_batch", "seed", "packing", "window"}, "split" and "subset" when
+  // split (the fractions, the subset's name), and "edits": those of
   // step 0 and of steps before `sequence`'s (those that shaped the stream so far), when there are
   // any (a checkpoint's "position" then holds the mixer's "mix": what is in force, where appends
   // landed).
