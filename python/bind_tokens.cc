@@ -1,5 +1,6 @@
 // bind_tokens.cc: tokens/plan.h and loader/tokens.h: a token plan over Megatron indexed sources,
 // whose steps come back as numpy rows (read with the GIL released).
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -74,7 +75,9 @@ struct TokenStreamCore {
                   Edits edits_in)
       : prefixes(std::move(prefixes_in)), edits(std::move(edits_in)),
         options(std::move(options_in)) {
-    TokenRun run = open_token_run(prefixes, token_edits(edits));
+    std::optional<int64_t> eod;
+    if (options.appended_eod) eod = static_cast<int64_t>(*options.appended_eod);
+    TokenRun run = open_token_run(prefixes, token_edits(edits), eod);
     sources = std::move(run.readers);
     options.edits = std::move(run.edits);
     plan = std::make_shared<TokenPlan>(run.sources, options);
@@ -89,8 +92,9 @@ struct TokenStreamCore {
 TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
                               uint64_t global_batch, uint64_t seed, const std::string& packing,
                               uint64_t window, std::vector<double> split,
-                              const std::string& subset) {
+                              const std::string& subset, std::optional<uint64_t> append_eod) {
   TokenPlanOptions o;
+  o.appended_eod = append_eod;
   if (!split.empty()) o.split = SplitRule(std::move(split), "split").fractions();
   o.subset = parse_split(subset, "subset");
   o.weights = std::move(weights);
@@ -184,17 +188,19 @@ void bind_tokens(py::module_& m) {
                        std::vector<double> weights, uint64_t seq_len, uint64_t global_batch,
                        uint64_t seed, const std::string& packing, uint64_t window,
                        Changes changes, Ramps ramps, Appends appends, Skips skips,
-                       std::vector<double> split, const std::string& subset) {
+                       std::vector<double> split, const std::string& subset,
+                       std::optional<uint64_t> append_eod) {
              return TokenStreamCore(
                  std::move(prefixes),
                  make_options(std::move(weights), seq_len, global_batch, seed, packing, window,
-                              std::move(split), subset),
+                              std::move(split), subset, append_eod),
                  Edits{std::move(changes), std::move(ramps), std::move(appends), std::move(skips)});
            }),
            py::arg("prefixes"), py::arg("weights"), py::arg("seq_len"), py::arg("global_batch"),
            py::arg("seed"), py::arg("packing"), py::arg("window"), py::arg("changes") = Changes{},
            py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{},
-           py::arg("split") = std::vector<double>{}, py::arg("subset") = "train")
+           py::arg("split") = std::vector<double>{}, py::arg("subset") = "train",
+           py::arg("append_eod") = py::none())
       .def_property_readonly("exhausted",
                              [](const TokenStreamCore& s) { return s.plan->exhausted(); },
                              "A single pass (subset valid or test): every token of the subset "
@@ -250,7 +256,7 @@ void bind_tokens(py::module_& m) {
                                   std::string(to_string(o.packing)), o.window,
                                   from_dict_value(s.plan->state_dict(1)), s.edits.changes,
                                   s.edits.ramps, s.edits.appends, s.edits.skips, o.split,
-                                  std::string(to_string(o.subset)));
+                                  std::string(to_string(o.subset)), o.appended_eod);
           },
           [](const py::tuple& t) {
             TokenStreamCore s(t[0].cast<std::vector<std::vector<std::string>>>(),
@@ -258,7 +264,8 @@ void bind_tokens(py::module_& m) {
                                            t[3].cast<uint64_t>(), t[4].cast<uint64_t>(),
                                            t[5].cast<std::string>(), t[6].cast<uint64_t>(),
                                            t[12].cast<std::vector<double>>(),
-                                           t[13].cast<std::string>()),
+                                           t[13].cast<std::string>(),
+                                           t[14].cast<std::optional<uint64_t>>()),
                               Edits{t[8].cast<Changes>(), t[9].cast<Ramps>(),
                                     t[10].cast<Appends>(), t[11].cast<Skips>()});
             s.plan->load_state_dict(to_dict_value(t[7]));

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -52,6 +53,8 @@ flags:
                           share one token) or best-fit (windows of M pieces packed best-fit
                           decreasing; a document cut only when longer than L + 1) (default concat)
   --window M              best-fit: pieces per window, 1 <= M <= 2^24 (default 1024)
+  --append-eod TOKEN      TOKEN ends each non-empty document, appended by the reader (files
+                          written without Megatron's --append-eod): lengths count it
   --split T[,V[,E]]       held-out splits (Megatron's --split): each document of each source
                           is in train, valid or test by a hash of (source, document), in these
                           proportions; the stream reads train only (default: no split)
@@ -160,12 +163,21 @@ Run parse_run(Flags& flags) {
       throw UsageError(e.what());
     }
   }
+  if (flags.has("--append-eod")) {
+    const uint64_t eod = flags.take_u64("--append-eod", 0);
+    if (eod > static_cast<uint64_t>(INT64_MAX)) {
+      throw UsageError("--append-eod " + std::to_string(eod) + ": a token id below 2^63");
+    }
+    run.options.appended_eod = eod;
+  }
   run.edits = parse_edits(flags);
   return run;
 }
 
 TokenPlan make_plan(Run& run) {
-  run.opened = open_token_run(run.prefixes, run.edits);
+  std::optional<int64_t> eod;
+  if (run.options.appended_eod) eod = static_cast<int64_t>(*run.options.appended_eod);
+  run.opened = open_token_run(run.prefixes, run.edits, eod);
   run.options.edits = run.opened.edits;
   return TokenPlan(run.opened.sources, run.options);
 }

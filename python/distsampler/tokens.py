@@ -89,7 +89,9 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     mask_cross_document: the loss is masked where the label belongs to another segment than its
     input (the next document's first token), as document-masked attention needs.
     eod_token, eod_mask_loss: the loss is masked where the input is the end-of-document token
-    (Megatron's ``eod_mask_loss``); the token the files end each document with.
+    (Megatron's ``eod_mask_loss``); the token the files end each document with, or, with
+    ``append_eod=True`` (files written without Megatron's ``--append-eod``), the token the stream
+    appends after each non-empty document's last (the plan counts it; a checkpoint records it).
 
     Edits from a step on (docs/tokens.md, "Edits"; steps before it read the same sequences as
     without it, and each source continues its own order): ``changes`` (step, weights) and
@@ -117,7 +119,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                  micro_batch: Optional[int] = None, pad_token: int = 0,
                  positions: str = "segment", mask_cross_document: bool = False,
                  eod_token: Optional[int] = None, eod_mask_loss: bool = False,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 append_eod: bool = False, rank: Optional[int] = None, world_size: Optional[int] = None,
                  changes: Sequence[Tuple[int, Sequence[float]]] = (),
                  ramps: Sequence[Tuple[int, int, Sequence[float]]] = (),
                  appends: Sequence[Tuple[int, int, Prefixes]] = (),
@@ -129,15 +131,19 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             sources=[(_shards(p), float(w)) for p, w in sources], seq_len=seq_len,
             global_batch=global_batch, seed=seed, packing=packing, window=window,
             pad_token=pad_token, positions=positions, mask_cross_document=mask_cross_document,
-            eod_token=eod_token, eod_mask_loss=eod_mask_loss, changes=list(changes),
+            eod_token=eod_token, eod_mask_loss=eod_mask_loss, append_eod=append_eod,
+            changes=list(changes),
             ramps=list(ramps), appends=[(st, so, _shards(p)) for st, so, p in appends],
             skips=list(skips), split=None if split is None else [float(f) for f in split])
+        if append_eod and (eod_token is None or eod_token < 0):
+            raise ValueError(f"append_eod=True needs eod_token, a token id >= 0 (eod_token = "
+                             f"{eod_token})")
         self._plan = _core.TokenPlan(
             [_shards(p) for p, _ in sources], [float(w) for _, w in sources], seq_len,
             global_batch, seed, packing, window, changes=list(changes), ramps=list(ramps),
             appends=[(step, source, _shards(p)) for step, source, p in appends],
             skips=list(skips), split=[] if split is None else [float(f) for f in split],
-            subset=subset)
+            subset=subset, append_eod=eod_token if append_eod else None)
         self.subset, self.single_pass = subset, subset != "train"
         if steps is not None and (not self.single_pass or steps <= 0):
             raise ValueError(f"steps = {steps}: a cap on an evaluation pass (subset 'valid' or "
@@ -152,7 +158,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         self.positions = _core.parse_token_positions(positions)
         if eod_mask_loss and eod_token is None:
             raise ValueError("eod_mask_loss=True needs eod_token, the token that ends each "
-                             "document in the files")
+                             "document (in the files, or appended with append_eod=True)")
         self.mask_cross_document, self.eod_token = bool(mask_cross_document), eod_token
         self.eod_mask_loss = bool(eod_mask_loss)
         self._per_step = per_rank // self.micro_batch  # batches per step

@@ -12,19 +12,36 @@
 
 namespace distsampler {
 
-IndexedLengths::IndexedLengths(std::shared_ptr<const IndexedSource> source)
-    : source_(std::move(source)) {
+IndexedLengths::IndexedLengths(std::shared_ptr<const IndexedSource> source,
+                               std::optional<int64_t> eod)
+    : source_(std::move(source)), eod_(eod) {
   if (!source_) throw std::invalid_argument("source: missing");
+  total_ = source_->total_tokens();
+  if (eod_) {
+    for (uint64_t d = 0; d < source_->documents(); ++d) total_ += source_->length(d) > 0 ? 1 : 0;
+  }
+}
+
+void IndexedLengths::read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const {
+  const uint64_t stored = source_->length(document);
+  if (!eod_ || end <= stored) return source_->read(document, begin, end, out);
+  if (begin < stored) source_->read(document, begin, stored, out);
+  if (end != stored + 1 || stored == 0) {
+    throw std::invalid_argument("document " + std::to_string(document) + ": tokens [" +
+                                std::to_string(begin) + ", " + std::to_string(end) +
+                                ") of " + std::to_string(length(document)));
+  }
+  out[stored - std::min(begin, stored)] = *eod_;
 }
 
 std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
-    const std::vector<std::vector<std::string>>& prefixes) {
+    const std::vector<std::vector<std::string>>& prefixes, std::optional<int64_t> eod) {
   std::vector<std::shared_ptr<const IndexedLengths>> out;
   for (size_t s = 0; s < prefixes.size(); ++s) {
     const std::string where = "sources[" + std::to_string(s) + "]: ";
     try {
-      out.push_back(
-          std::make_shared<IndexedLengths>(std::make_shared<const IndexedSource>(prefixes[s])));
+      out.push_back(std::make_shared<IndexedLengths>(
+          std::make_shared<const IndexedSource>(prefixes[s]), eod));
     } catch (const FormatError&) {
       throw;  // names its file already
     } catch (const std::invalid_argument& e) {
@@ -139,9 +156,9 @@ TokenEdit parse_token_edit(const std::string& flag, const std::string& value) {
 }
 
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
-                        std::vector<TokenEdit> edits) {
+                        std::vector<TokenEdit> edits, std::optional<int64_t> eod) {
   TokenRun run;
-  for (const auto& source : open_token_sources(prefixes)) run.sources.push_back(source);
+  for (const auto& source : open_token_sources(prefixes, eod)) run.sources.push_back(source);
   std::vector<std::vector<std::string>> shards = prefixes;
   // The mixer numbers appended documents in the order it applies the appends: by step, stably.
   std::stable_sort(edits.begin(), edits.end(), [](const TokenEdit& a, const TokenEdit& b) {
@@ -150,7 +167,7 @@ TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
   for (TokenEdit& e : edits) {
     if (e.edit.kind == MixEdit::Kind::kAppend) {
       try {
-        e.edit.documents = open_token_sources({e.append}).at(0);
+        e.edit.documents = open_token_sources({e.append}, eod).at(0);
       } catch (const std::invalid_argument& error) {
         throw std::invalid_argument(e.edit.label + ": " + error.what());
       } catch (const FormatError&) {
@@ -166,7 +183,7 @@ TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
     }
     run.edits.push_back(std::move(e.edit));
   }
-  run.readers = open_token_sources(shards);
+  run.readers = open_token_sources(shards, eod);
   return run;
 }
 
@@ -216,8 +233,7 @@ TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths
                                     " reads source " + std::to_string(span.source) + " of " +
                                     std::to_string(sources.size()));
       }
-      sources[span.source]->source().read(span.document, span.begin, span.end,
-                                          rows.tokens.data() + at);
+      sources[span.source]->read(span.document, span.begin, span.end, rows.tokens.data() + at);
       for (uint64_t t = span.begin; t < span.end; ++t, ++at) {
         rows.positions[at] = static_cast<int64_t>(t - first);
         rows.segments[at] = segment;

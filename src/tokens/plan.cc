@@ -54,6 +54,7 @@ DictValue plan_config(const std::vector<std::shared_ptr<const DocumentLengths>>&
     config.set("split", DictValue::list(std::move(fractions)))
         .set("subset", DictValue::string(std::string(to_string(o.subset))));
   }
+  if (o.appended_eod) config.set("append_eod", DictValue::integer(*o.appended_eod));
   return config;
 }
 

@@ -168,6 +168,47 @@ def test_a_learned_position_table_of_seq_len_trains_on_documents_longer_than_a_r
             step(b)
 
 
+@pytest.fixture(scope="module")
+def without_eod(tmp_path_factory):
+    """The same non-empty documents written twice: ending in EOD, and without it."""
+    root, rng = tmp_path_factory.mktemp("eod"), random.Random(12)
+    with_eod, bare = [], []
+    for s, count in enumerate([40, 30]):
+        docs = [[rng.randrange(1, EOD) for _ in range(rng.choice([1, 5, 16, 17, 40]))]
+                for _ in range(count)]
+        docs.append([])  # an empty document stays empty: no EOD (preprocess_data.py's rule)
+        write_indexed(str(root / f"eod{s}"), [d + [EOD] if d else d for d in docs])
+        write_indexed(str(root / f"bare{s}"), docs)
+        with_eod.append((str(root / f"eod{s}"), 0.5))
+        bare.append((str(root / f"bare{s}"), 0.5))
+    return with_eod, bare
+
+
+@PACKINGS
+def test_an_appended_eod_reads_as_files_that_hold_it(without_eod, cli, packing):
+    with_eod, bare = without_eod
+    stored = batches(with_eod, packing, workers=2, eod_token=EOD, eod_mask_loss=True)
+    appended = batches(bare, packing, workers=2, eod_token=EOD, eod_mask_loss=True,
+                       append_eod=True)
+    for a, b in zip(stored, appended):
+        for key in ("tokens", "labels", "loss_mask", "position_ids", "segment_ids", "cu_seqlens"):
+            assert torch.equal(a[key], b[key]), key
+    # The CLI's plan over the bare files with --append-eod is the stored files' plan.
+    args = ["tokens", "plan", "--seq-len", L, "--global-batch", B, "--seed", 1, "--packing",
+            packing, "--steps", "0:5"] + (["--window", 8] if packing == "best-fit" else [])
+    plans = [cli(*args, *[x for p, w in src for x in ("--source", f"{p}:{w}")], *extra).stdout
+             for src, extra in ((with_eod, ()), (bare, ("--append-eod", EOD)))]
+    assert plans[0] == plans[1] and plans[0].count("\n") == 6 * B
+    # A checkpoint records it: a stream without the appended EOD refuses it, naming it.
+    s = TokenStream(bare, seq_len=L, global_batch=B, eod_token=EOD, append_eod=True, rank=0,
+                    world_size=1)
+    with pytest.raises(ValueError, match="append_eod"):
+        TokenStream(bare, seq_len=L, global_batch=B, rank=0, world_size=1).load_state_dict(
+            s.state_dict())
+    with pytest.raises(ValueError, match="append_eod=True needs eod_token"):
+        TokenStream(bare, seq_len=L, global_batch=B, append_eod=True, rank=0, world_size=1)
+
+
 def test_bad_batch_options_are_refused_naming_them(corpus):
     with pytest.raises(ValueError, match="positions = 'token'.*segment, document"):
         TokenStream(corpus, seq_len=L, global_batch=B, positions="token", rank=0, world_size=1)

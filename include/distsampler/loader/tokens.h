@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,22 +16,34 @@
 namespace distsampler {
 
 // An indexed source's document lengths, for the plan: O(1) to open, lengths read on demand.
+// With `eod` (Megatron's preprocess_data.py --append-eod, done by the reader for files written
+// without it), each non-empty document has one more token, `eod`, after its last: lengths and
+// the total count it (opening then reads every length once, to count the non-empty documents).
 class IndexedLengths : public DocumentLengths {
  public:
-  explicit IndexedLengths(std::shared_ptr<const IndexedSource> source);
+  explicit IndexedLengths(std::shared_ptr<const IndexedSource> source,
+                          std::optional<int64_t> eod = std::nullopt);
   uint64_t documents() const override { return source_->documents(); }
-  uint64_t total_tokens() const override { return source_->total_tokens(); }
-  uint32_t length(uint64_t document) const override { return source_->length(document); }
+  uint64_t total_tokens() const override { return total_; }
+  uint32_t length(uint64_t document) const override {
+    const uint32_t n = source_->length(document);
+    return n + (eod_ && n > 0 ? 1 : 0);
+  }
   const IndexedSource& source() const { return *source_; }
+  // Tokens [begin, end) of `document` (length() counting the appended EOD) into out.
+  void read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const;
 
  private:
   std::shared_ptr<const IndexedSource> source_;
+  std::optional<int64_t> eod_;
+  uint64_t total_ = 0;
 };
 
 // The sources of a run, opened once: prefixes[s] are the shards of source s. Throws what
 // IndexedSource throws, naming the source (`sources[s]: ...`).
 std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
-    const std::vector<std::vector<std::string>>& prefixes);
+    const std::vector<std::vector<std::string>>& prefixes,
+    std::optional<int64_t> eod = std::nullopt);
 
 // An edit of a run over indexed sources: an append edit's documents are the shards `append`.
 struct TokenEdit {
@@ -60,7 +73,7 @@ struct TokenRun {
 };
 // Throws what open_token_sources throws, naming the edit by its label for an append's shards.
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
-                        std::vector<TokenEdit> edits);
+                        std::vector<TokenEdit> edits, std::optional<int64_t> eod = std::nullopt);
 
 // A row's segments: its runs of consecutive tokens of one document (one planned span, or several
 // that continue each other). Where the mix interleaves sources, a segment may end inside its

@@ -55,6 +55,9 @@ struct TokenPlanOptions {
   // document of the subset once, then exhausted(), later sequences empty (padding rows).
   std::vector<double> split;
   Split subset = Split::kTrain;
+  // The end-of-document token the reader appends to each non-empty document (loader/tokens.h's
+  // IndexedLengths), when it does: the lengths given count it already; the config records it.
+  std::optional<uint64_t> appended_eod;
   static constexpr uint64_t kDefaultWindow = 1024;
   static constexpr uint64_t kMaxWindow = uint64_t{1} << 24;
   static constexpr uint64_t kMaxSeqLen = uint64_t{1} << 30;
@@ -130,7 +133,7 @@ class TokenPlan {
 
   // What a checkpoint at `sequence` must match: {"plan", "sources": [[documents, tokens], ...],
   // "quotas", "seq_len", "global_batch", "seed", "packing", "window"}, "split" and "subset" when
-  // split (the fractions, the subset's name), and "edits": those of
+  // split (the fractions, the subset's name), "append_eod" when appended_eod, and "edits": those of
   // step 0 and of steps before `sequence`'s (those that shaped the stream so far), when there are
   // any (a checkpoint's "position" then holds the mixer's "mix": what is in force, where appends
   // landed).
