@@ -23,9 +23,9 @@ weighted by a --change at STEP), --skip STEP:FILE (lines "source document"). A r
 the edits before its checkpoint's step again (the stream refuses one that drops any, naming
 "edits"), and may add edits of later steps.
 
-The model: a decoder-only transformer (--layers, --d-model, --heads; learned positions, pre-norm,
-tied embeddings), each token attending to the earlier tokens of its own document (the batch's
-segment_ids), AdamW, a fixed seed, float64 (--dtype). The loss is the mean over the global batch's
+The model: a decoder-only transformer (--layers, --d-model, --heads; a learned position table of
+seq_len rows indexed by the batch's position_ids, pre-norm, tied embeddings), each token attending
+to the earlier tokens of its own document (the batch's segment_ids), AdamW, a fixed seed, float64 (--dtype). The loss is the mean over the global batch's
 tokens (loss_mask), whatever W: each rank's sum is scaled by W over the global token count, and
 DDP averages.
 
@@ -91,13 +91,14 @@ class GPT(nn.Module):
             if isinstance(module, nn.Linear):
                 nn.init.zeros_(module.bias)
 
-    def forward(self, tokens, segment_ids):
+    def forward(self, tokens, segment_ids, position_ids):
         length = tokens.shape[1]
         # Each token sees the earlier tokens of its own document (segment_ids: a token's document
-        # in its row; padding, -1, sees only padding and is not in the loss).
+        # in its row; padding, -1, sees only padding and is not in the loss), at its offset in
+        # that segment (position_ids, 0 at every segment's first token, always below seq_len).
         causal = torch.ones(length, length, dtype=torch.bool).tril()
         allowed = (causal & (segment_ids[:, :, None] == segment_ids[:, None, :]))[:, None]
-        x = self.embed(tokens) + self.position(torch.arange(length))
+        x = self.embed(tokens) + self.position(position_ids)
         for block in self.blocks:
             x = block(x, allowed)
         return self.ln(x) @ self.embed.weight.t()  # tied embeddings
@@ -209,7 +210,7 @@ def train(args, rank, world):
         total = torch.zeros((), dtype=dtype)
         for i, batch in enumerate(micro_batches):
             # Padding (best-fit) holds TokenStream's pad_token, 0, and loss_mask 0.
-            logits = ddp(batch["tokens"], batch["segment_ids"])
+            logits = ddp(batch["tokens"], batch["segment_ids"], batch["position_ids"])
             per_token = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(),
                                         reduction="none")
             loss = (per_token * batch["loss_mask"].to(dtype).flatten()).sum()
@@ -282,6 +283,9 @@ def plot_loss(runs, png):
         if i:
             common = [s for s in steps if s in first]
             gap = [(s, abs(loss[s][0] - first[s][0])) for s in common]
+            half = [g for s, g in gap if s < common[-1] // 2]
+            print(f"|{label} minus {runs[0][0]}|: at most {max(half):.1e} over steps "
+                  f"[0, {common[-1] // 2}), {gap[-1][1]:.1e} at step {common[-1]}", flush=True)
             bottom.semilogy([s for s, g in gap if g], [g for _, g in gap if g], ".",
                             markersize=2, label=f"|{label} minus {runs[0][0]}| (0: not drawn)",
                             color=f"C{i}")
