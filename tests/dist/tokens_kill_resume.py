@@ -56,16 +56,16 @@ GLOBAL_BATCH = 12  # a multiple of every world size used: 1, 2, 3
 DEFAULT_SEED = 20261203
 
 
-def torchrun(package_dir, nproc, args, out, timeout):
-    """train_gpt.py on nproc ranks with `args`, logs in `out`; a CompletedProcess. torchrun's
-    output goes to files (see torchrun_kill_resume.torchrun: a worker left behind keeps pipes
+def torchrun(package_dir, nproc, args, out, timeout, script=TRAIN):
+    """`script` (train_gpt.py) on nproc ranks with `args`, logs in `out`; a CompletedProcess.
+    torchrun's output goes to files (see torchrun_kill_resume.torchrun: a worker left behind keeps pipes
     open); the launch's processes, which all name `out`, are awaited and the leftovers killed."""
     env = dict(os.environ, PYTHONPATH=package_dir, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as logs:
         cmd = [sys.executable, "-m", "distsampler.torchrun", "--nnodes=1",
                f"--nproc_per_node={nproc}", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
                "--redirects", "2", "--tee", "2", "--monitor_interval", "0.1", "--log_dir", logs,
-               TRAIN, "--out", out] + args
+               script, "--out", out] + args
         r, left = launch(cmd, env, out, timeout, merge_stderr=True)
     assert not left, (f"{len(left)} processes of the launch were still alive {LEFTOVER_GRACE} s "
                       "after torchrun exited (killed):\n" + "\n".join(left))
