@@ -68,6 +68,7 @@ struct TokenStreamCore {
   std::vector<std::vector<std::string>> prefixes;
   Edits edits;
   std::vector<std::shared_ptr<const IndexedLengths>> sources;  // per source: every shard
+  std::vector<std::vector<std::string>> shards;  // per source: its shards and appended ones
   TokenPlanOptions options;
   std::shared_ptr<TokenPlan> plan;
 
@@ -79,6 +80,7 @@ struct TokenStreamCore {
     if (options.appended_eod) eod = static_cast<int64_t>(*options.appended_eod);
     TokenRun run = open_token_run(prefixes, token_edits(edits), eod);
     sources = std::move(run.readers);
+    shards = std::move(run.shards);
     options.edits = std::move(run.edits);
     plan = std::make_shared<TokenPlan>(run.sources, options);
   }
@@ -201,6 +203,9 @@ void bind_tokens(py::module_& m) {
            py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{},
            py::arg("split") = std::vector<double>{}, py::arg("subset") = "train",
            py::arg("append_eod") = py::none())
+      .def_property_readonly("shards", [](const TokenStreamCore& s) { return s.shards; },
+                             "Per source (new ones included), its shard prefixes followed by "
+                             "those its appends add, numbered as the plan numbers them")
       .def_property_readonly("exhausted",
                              [](const TokenStreamCore& s) { return s.plan->exhausted(); },
                              "A single pass (subset valid or test): every token of the subset "

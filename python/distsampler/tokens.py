@@ -243,24 +243,18 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         if subset == "train":
             raise ValueError("subset = 'train': an evaluation stream reads 'valid' or 'test'")
         a = dict(self._args)
-        sources = [(list(p), w) for p, w in a.pop("sources")]
-        weights = [w for _, w in sources]
-        latest = sorted([(c[0], list(c[1])) for c in a["changes"]] +
-                        [(r[0], list(r[2])) for r in a["ramps"]], key=lambda e: e[0])
-        for _, source, prefixes in sorted(a.pop("appends"), key=lambda e: e[0]):
-            if source < len(sources):
-                sources[source][0].extend(prefixes)
-            else:
-                sources.append((list(prefixes), 1.0))
+        weights = [w for _, w in a.pop("sources")]
+        latest = sorted([(c[0], list(c[1])) for c in a.pop("changes")] +
+                        [(r[0], list(r[2])) for r in a.pop("ramps")], key=lambda e: e[0])
         if latest:
             weights = latest[-1][1]
+        a.pop("appends")  # the plan's shards hold them, numbered as the plan numbers them
         skipped = sorted({tuple(pair) for _, pairs in a.pop("skips") for pair in pairs})
-        a.pop("changes"), a.pop("ramps")
         if global_batch is not None:
             a["global_batch"] = global_batch
         elif micro_batch is None:  # the training stream's batches
             micro_batch = self.micro_batch
-        return TokenStream([(p, w) for (p, _), w in zip(sources, weights)], **a,
+        return TokenStream(list(zip(self._plan.shards, weights)), **a,
                            skips=[(0, skipped)] if skipped else (), subset=subset,
                            micro_batch=micro_batch, steps=steps, rank=self.rank,
                            world_size=self.world_size)

@@ -184,6 +184,7 @@ TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
     run.edits.push_back(std::move(e.edit));
   }
   run.readers = open_token_sources(shards, eod);
+  run.shards = std::move(shards);
   return run;
 }
 

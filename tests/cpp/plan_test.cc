@@ -415,9 +415,7 @@ TEST(SplitTest, TrainingNeverReadsAHeldOutDocumentThroughEpochsAndAppends) {
 // The tokens a pass covers: (source, document) -> each token's count, the last token of every
 // concat sequence but the pass's last being the next one's first (not counted twice).
 std::map<std::pair<uint32_t, uint64_t>, std::vector<int>> coverage(
-    const std::vector<PlannedSequence>& sequences, const DocumentLengths& lengths0,
-    const Sources& sources, Packing packing) {
-  (void)lengths0;
+    const std::vector<PlannedSequence>& sequences, const Sources& sources, Packing packing) {
   std::map<std::pair<uint32_t, uint64_t>, std::vector<int>> out;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const PlannedSequence& q = sequences[i];
@@ -448,7 +446,7 @@ TEST(SplitTest, AnEvaluationPassReadsEveryDocumentOfItsSubsetOnceOnAnyWorldSize)
         ASSERT_GT(steps, 1u);
         ASSERT_TRUE(one.next().spans.empty());  // padding after the pass
       }
-      const auto covered = coverage(expected, *sources[0], sources, packing);
+      const auto covered = coverage(expected, sources, packing);
       for (uint32_t s = 0; s < 3; ++s) {
         for (uint64_t d = 0; d < sources[s]->documents(); ++d) {
           const bool in = rule.of(s, d) == subset && sources[s]->length(d) > 0;

@@ -70,6 +70,9 @@ struct TokenRun {
   std::vector<std::shared_ptr<const DocumentLengths>> sources;
   std::vector<MixEdit> edits;
   std::vector<std::shared_ptr<const IndexedLengths>> readers;
+  // Per source, its shards followed by those its appends add (in the order the mixer numbers
+  // them: by step, stably), as `readers` opens them; new sources last.
+  std::vector<std::vector<std::string>> shards;
 };
 // Throws what open_token_sources throws, naming the edit by its label for an append's shards.
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
