@@ -11,7 +11,7 @@ every document start), and ``shift_labels`` (the next tokens, -100 where the str
 """
 import json
 import os
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import torch
 from transformers import Trainer, TrainerCallback
@@ -31,16 +31,26 @@ def trainer_batch(batch: Dict[str, Any]) -> Dict[str, Any]:
 
 
 class _Batches:
-    """The stream's loader, as the Trainer iterates it (a fresh loader per pass)."""
+    """The stream's loader, as the Trainer iterates it (a fresh loader per pass). The Trainer
+    stops at max_steps without ending the (endless) pass; close() ends it, so that its DataLoader
+    workers are shut down by the process that started them, not orphaned at its exit."""
 
     def __init__(self, stream: TokenStream, workers: int, log: Optional[Any]) -> None:
         self.stream, self.workers, self.log = stream, workers, log
+        self._passes: List[Any] = []
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
-        for batch in self.stream.loader(num_workers=self.workers):
+        batches = self.stream.loader(num_workers=self.workers)
+        self._passes.append(batches)
+        for batch in batches:
             if self.log is not None:
                 self.log(batch)
             yield trainer_batch(batch)
+
+    def close(self) -> None:
+        for batches in self._passes:
+            batches.close()
+        self._passes.clear()
 
 
 class _StreamState(TrainerCallback):  # type: ignore[misc]
@@ -108,4 +118,13 @@ class TokenStreamTrainer(Trainer):  # type: ignore[misc]
         self.add_callback(_StreamState(train_stream))
 
     def get_train_dataloader(self) -> Any:
-        return _Batches(self.train_stream, self.args.dataloader_num_workers, self.batch_log)
+        self._batches = _Batches(self.train_stream, self.args.dataloader_num_workers,
+                                 self.batch_log)
+        return self._batches
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            if getattr(self, "_batches", None) is not None:
+                self._batches.close()
