@@ -121,6 +121,13 @@ ensure_torch2_venv() {
   ensure_pinned_venv .venv requirements/torch2.txt
 }
 
+# LitGPT and OLMo-core (tests/CMakeLists.txt's DISTSAMPLER_LLM_PYTHON), whose pins conflict with
+# the PyTorch 2 venv's: the virtual environment .venv-llm with requirements/llm.txt, every package
+# pinned there (see its header). Prints the interpreter's path last.
+ensure_llm_venv() {
+  ensure_pinned_venv .venv-llm requirements/llm.txt
+}
+
 # The peers the benchmarks compare against (bench/peers.py: Grain, MosaicML Streaming, torchdata
 # and torch 2): the virtual environment .venv-peers with requirements/peers.txt, every package
 # pinned there. Only scripts/bench.sh makes it, never the tests. Prints the interpreter's path last.

@@ -24,6 +24,8 @@ print_skips() {
 trap print_skips EXIT
 ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_TEST_PACKAGES $DISTSAMPLER_LOADER_PACKAGES
 stack='import sys, torch; print(f"torch {torch.__version__} at {sys.executable}")'
+frameworks='import sys; from importlib.metadata import version as v
+print(f"litgpt {v(\"litgpt\")}, ai2-olmo-core {v(\"ai2-olmo-core\")} at {sys.executable}")'
 torch2_args=()
 set +e
 torch2_python=$(ensure_torch2_venv 2>"build/torch2-venv.err")
@@ -36,16 +38,21 @@ if [ $status = 0 ]; then
   # 2.10 misreads them), so the one build serves both stacks, as `pip install .` builds it.
   torch2_args=(-DDISTSAMPLER_TORCH2_PYTHON="$torch2_python"
                -Dpybind11_DIR="$("$torch2_python" -m pybind11 --cmakedir)")
+  # LitGPT and OLMo-core in their own venv (requirements/llm.txt says why): the same torch wheel.
+  llm_python=$(ensure_llm_venv)
+  echo "LLM frameworks under test: $("$llm_python" -c "$frameworks")"
+  torch2_args+=(-DDISTSAMPLER_LLM_PYTHON="$llm_python")
 elif [ $status = 3 ]; then
   echo "PyTorch stacks under test: $(/usr/bin/python3 -c "$stack") only"
   echo "the PyTorch 2.13 stack (.venv, requirements/torch2.txt: the *_torch2 entries, torchdata," \
-    "Lightning, Accelerate, Ray): not run: $(tail -n 1 build/torch2-venv.err)" >>"$DISTSAMPLER_SKIP_LOG"
+    "Lightning, Accelerate, Ray; .venv-llm, requirements/llm.txt: the *_llm entries, LitGPT," \
+    "OLMo-core): not run: $(tail -n 1 build/torch2-venv.err)" >>"$DISTSAMPLER_SKIP_LOG"
 else
   exit $status
 fi
 # demo.sh leaves the tests OFF in the cache.
 build_project -DDISTSAMPLER_BUILD_TESTS=ON -DDISTSAMPLER_REQUIRE_ALL_TESTS=ON \
-  -UDISTSAMPLER_TORCH2_PYTHON "${torch2_args[@]}"
+  -UDISTSAMPLER_TORCH2_PYTHON -UDISTSAMPLER_LLM_PYTHON "${torch2_args[@]}"
 cd build
 ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"
 

@@ -1,47 +1,57 @@
-"""Hugging Face Transformers' Trainer on a token stream, killed and resumed on other world sizes
-(issue 39): examples/hf/train_llama.py (a tiny Llama from a config, distsampler.hf's
-TokenStreamTrainer) over the corpus of docs/tokens_run.md, under torchrun (gloo, CPU).
+"""A framework's own trainer on a token stream, killed and resumed on other world sizes (issue 39),
+over the corpus of docs/tokens_run.md, on the CPU:
+- hf: Hugging Face Transformers' Trainer, examples/hf/train_llama.py (a tiny Llama from a config,
+  distsampler.hf's TokenStreamTrainer) under torchrun (gloo), resumed by the Trainer's
+  train(resume_from_checkpoint=...);
+- olmo_core: OLMo-core's Trainer, examples/olmo_core/train_llama.py (a tiny llama_like Transformer,
+  distsampler.olmo_core's TokenStreamDataLoader, OLMo-core's DDP) under torchrun (gloo), resumed
+  by the Trainer loading its save folder's latest checkpoint (the same command again);
+- litgpt: the real `litgpt pretrain --config examples/litgpt/tiny_llama.yaml` (a tiny Llama-style
+  litgpt.Config, distsampler.litgpt's TokenStreamData), resumed by `--resume auto`. LitGPT runs
+  more than one device only with FSDP, which Lightning refuses on the CPU: the check asserts that
+  refusal (so that it notices when LitGPT can), then runs what LitGPT allows, one process.
 
 - uninterrupted: W=1 for --steps S steps;
-- resumed: W=2, a random rank SIGKILLed at a random step past a checkpoint; resumed with the
-  Trainer's own train(resume_from_checkpoint=...) from its last checkpoint on W=3, killed the same
-  way later; resumed on W=1 to step S.
+- resumed: W=2 (litgpt: 1), a random rank SIGKILLed at a random step past a checkpoint; resumed by
+  the framework's own resume from its last checkpoint on W=3 (litgpt: 1), killed the same way
+  later; resumed on W=1 to step S.
 
 The check is tokens_kill_resume.py's ledger (its functions, imported): every global sequence of
 [0, S x B) trained exactly once, in its step, with the uninterrupted run's bytes, each launch's
-ranks training the steps from their checkpoint's on, in order. Then the Trainer's own counters:
-the last launch ends at global step S, and its log history (the checkpoints' included) has the
-uninterrupted run's learning rate at every step (a resume that restarted the schedule or repeated
-steps would not). Then the broken variant must fail it: the same last resume with the stream's
-state left out of the checkpoint (train_llama.py --no-stream-state), where the Trainer's own
-resume takes over.
+ranks training the steps from their checkpoint's on, in order. Then the framework's own counters:
+the last launch ends at global step S (litgpt: the final checkpoint's iter_num and step_count),
+and the learning rate of every step (the Trainer's log history, checkpoints' included; OLMo-core's
+scheduler's, recorded after each step; LitGPT's CSV logs, every launch's) is the uninterrupted
+run's (a resume that restarted the schedule or repeated steps would not). Then the broken variant
+must fail it: the same last resume with the stream's state left out of the checkpoint, where the
+framework's own resume takes over.
 
-usage: hf_kill_resume.py PYTHON_PACKAGE_DIR [--steps S] [--checkpoint-every N] [--seed N]
-                         [--work DIR] [--no-broken]
-Run with the PyTorch 2 venv's interpreter (transformers, megatron-core for the corpus).
+usage: framework_kill_resume.py {hf,litgpt,olmo_core} PYTHON_PACKAGE_DIR [--steps S] [--seed N]
+                                [--work DIR] [--no-broken]
+Run with the interpreter of the framework's venv (hf: .venv, requirements/torch2.txt; litgpt and
+olmo_core: .venv-llm, requirements/llm.txt), which has megatron-core for the corpus.
 """
 import argparse
+import csv
+import glob
 import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 from tokens_kill_resume import (EXAMPLES, GLOBAL_BATCH, check, counted,  # noqa: E402
                                 kill_step_of, kill_windows, read_log, stream_hash, torchrun)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRAIN = os.path.join(ROOT, "examples", "hf", "train_llama.py")
+ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SEED = 20261205
-
-
-def last_checkpoint(out):
-    steps = [int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("checkpoint-")]
-    return max(steps)
+CHECKPOINT_EVERY = 4  # the examples' --save-steps default, tiny_llama.yaml's save_interval
 
 
 def done(out, attempt):
@@ -49,11 +59,152 @@ def done(out, attempt):
         return json.load(f)
 
 
+class Torchrun:
+    """A framework whose example script runs under torchrun, one rank per process."""
+    worlds = [2, 3, 1]
+    resume = ["--resume"]
+    killed = "Signal 9 (SIGKILL)"  # in torchrun's output
+
+    def __init__(self, package_dir, work, steps):
+        self.package_dir, self.work, self.steps = package_dir, work, steps
+
+    def preflight(self):
+        pass
+
+    def launch(self, out, world, attempt, resume=False, kill=None, broken=False):
+        argv = ["--data", os.path.join(self.work, "corpus"), "--steps", str(self.steps),
+                "--save-steps", str(CHECKPOINT_EVERY), "--global-batch", str(GLOBAL_BATCH),
+                "--attempt", str(attempt)] + (self.resume if resume else [])
+        if kill:
+            argv += ["--kill-rank", str(kill[0]), "--kill-step", str(kill[1])]
+        if broken:
+            argv.append("--no-stream-state")
+        return torchrun(self.package_dir, world, argv, os.path.join(self.work, out),
+                        timeout=300, script=self.script)
+
+    def was_killed(self, r):
+        return r.returncode != 0 and self.killed in r.stdout
+
+
+class HF(Torchrun):
+    script = os.path.join(ROOT, "examples", "hf", "train_llama.py")
+    package = "transformers"
+
+    @staticmethod
+    def last_checkpoint(out):
+        return max(int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("checkpoint-"))
+
+    @staticmethod
+    def counters(out, attempt):
+        """(the last launch's global step, {step: learning rate}) of the Trainer's log history."""
+        d = done(out, attempt)
+        return d["global_step"], {int(k): v for k, v in d["lr"].items()}
+
+
+class OLMoCore(Torchrun):
+    script = os.path.join(ROOT, "examples", "olmo_core", "train_llama.py")
+    package = "ai2-olmo-core"
+    resume = []  # the Trainer loads its save folder's latest checkpoint by itself
+
+    @staticmethod
+    def last_checkpoint(out):
+        return max(int(n[4:]) for n in os.listdir(out)
+                   if n.startswith("step") and n[4:].isdigit())
+
+    @staticmethod
+    def counters(out, attempt):
+        """(the last launch's global step, {step: learning rate}), every launch's rates, the later
+        launches' over the earlier's."""
+        rates = {}
+        for a in range(attempt + 1):
+            with open(os.path.join(out, f"lr.a{a}.tsv")) as f:
+                rates.update({int(k): float(v) for k, v in (line.split() for line in f)})
+        return done(out, attempt)["global_step"], rates
+
+
+class LitGPT(Torchrun):
+    """`litgpt pretrain` run in the work folder (the config names corpus/ relative to it), its
+    ledger written by litgpt_ledger.log (the config's batch_log, given on the command line), which
+    reads the attempt, the kill and the broken variant from the environment."""
+    package = "litgpt"
+    worlds = [1, 1, 1]
+    resume = ["--resume", "auto"]
+    config = os.path.join(ROOT, "examples", "litgpt", "tiny_llama.yaml")
+    seq_len = 64  # the config's block_size
+    fsdp_refusal = "FSDP is only available on GPU"
+
+    def preflight(self):
+        r = self.litgpt("two-devices", 0, ["--devices", "2"], {}, timeout=120)
+        assert r.returncode != 0 and self.fsdp_refusal in r.stdout, (
+            f"LitGPT on 2 CPU devices did not fail with {self.fsdp_refusal!r}: it may now run "
+            f"more than one device here, which this check should then do:\n{r.stdout[-3000:]}")
+        refusal = next(line for line in r.stdout.splitlines() if self.fsdp_refusal in line)
+        print(f"2 devices: LitGPT refuses on the CPU: {refusal.strip()}", flush=True)
+
+    def launch(self, out, world, attempt, resume=False, kill=None, broken=False):
+        assert world == 1
+        env = {"KILL_RANK": str(kill[0]), "KILL_STEP": str(kill[1])} if kill else {}
+        if broken:
+            env["LEDGER_NO_STREAM_STATE"] = "1"
+        return self.litgpt(out, attempt, self.resume if resume else [], env)
+
+    def litgpt(self, out, attempt, extra, env, timeout=300):
+        """A CompletedProcess (stdout and stderr together); the process group is killed
+        afterwards (a DataLoader worker left behind)."""
+        os.makedirs(os.path.join(self.work, out), exist_ok=True)
+        cmd = [os.path.join(os.path.dirname(sys.executable), "litgpt"), "pretrain",
+               "--config", self.config, "--out_dir", out,
+               "--train.max_tokens", str(self.steps * GLOBAL_BATCH * self.seq_len),
+               "--data.init_args.batch_log", "litgpt_ledger.log"] + list(extra)
+        e = dict(os.environ, PYTHONPATH=f"{self.package_dir}{os.pathsep}{HERE}",
+                 OMP_NUM_THREADS="1", LEDGER_DIR=os.path.join(self.work, out),
+                 LEDGER_ATTEMPT=str(attempt), **env)
+        p = subprocess.Popen(cmd, cwd=self.work, env=e, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            output, _ = p.communicate(timeout=timeout)
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        return subprocess.CompletedProcess(cmd, p.returncode, output)
+
+    def was_killed(self, r):
+        return r.returncode == -signal.SIGKILL
+
+    @staticmethod
+    def last_checkpoint(out):
+        return max(int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("step-"))
+
+    @staticmethod
+    def counters(out, attempt):
+        """(the final checkpoint's iter_num if it equals its step_count, {iteration: learning
+        rate}) from every launch's CSV log, the later launches' over the earlier's."""
+        import torch
+        state = torch.load(os.path.join(out, "final", "lit_model.pth"), weights_only=False)
+        step = state["iter_num"] if state["iter_num"] == state["step_count"] else (
+            f"iter_num {state['iter_num']}, step_count {state['step_count']}")
+        rates = {}
+        versions = glob.glob(os.path.join(out, "logs", "csv", "version_*", "metrics.csv"))
+        for path in sorted(versions, key=lambda v: int(v.split("version_")[1].split(os.sep)[0])):
+            with open(path) as f:
+                for row in csv.DictReader(f):
+                    if row.get("learning_rate"):
+                        rates[int(row["iter"])] = float(row["learning_rate"])
+        return step, rates
+
+
+FRAMEWORKS = {"hf": HF, "litgpt": LitGPT, "olmo_core": OLMoCore}
+
+
 def main():
-    p = argparse.ArgumentParser(description="HF Trainer on a token stream killed and resumed")
+    p = argparse.ArgumentParser(description="A framework's trainer on a token stream killed and "
+                                "resumed")
+    p.add_argument("framework", choices=sorted(FRAMEWORKS))
     p.add_argument("package_dir")
     p.add_argument("--steps", type=int, default=24)
-    p.add_argument("--checkpoint-every", type=int, default=4)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="the kills' random choices")
     p.add_argument("--work", help="keep everything here (default: a temporary folder, removed)")
     p.add_argument("--no-broken", action="store_true")
@@ -62,92 +213,88 @@ def main():
     work = args.work or tempfile.mkdtemp()
     os.makedirs(work, exist_ok=True)
     try:
-        run(args, random.Random(args.seed), work)
+        run(args, FRAMEWORKS[args.framework](args.package_dir, work, args.steps),
+            random.Random(args.seed), work)
     except BaseException:
         print(f"(kept {work})", flush=True)
         raise
     if not args.work:
         shutil.rmtree(work)
-    print(f"hf trainer kill-and-resume: passed ({time.time() - began:.0f} s)", flush=True)
+    print(f"{args.framework} kill-and-resume: passed ({time.time() - began:.0f} s)", flush=True)
 
 
-def run(args, rng, work):
-    corpus = os.path.join(work, "corpus")
-    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "prepare_corpus.py"), corpus],
-                       capture_output=True, text=True, timeout=300)
+def run(args, fw, rng, work):
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "prepare_corpus.py"),
+                        os.path.join(work, "corpus")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"prepare_corpus.py failed:\n{r.stdout}{r.stderr}"
-    s, c = args.steps, args.checkpoint_every
-    common = ["--data", corpus, "--steps", str(s), "--save-steps", str(c),
-              "--global-batch", str(GLOBAL_BATCH)]
-    import transformers
-    print(f"transformers {transformers.__version__}", flush=True)
+    s, c = args.steps, CHECKPOINT_EVERY
+    from importlib.metadata import version
+    print(f"{fw.package} {version(fw.package)}", flush=True)
+    fw.preflight()
 
-    ref = os.path.join(work, "uninterrupted")
     t = time.time()
-    r = torchrun(args.package_dir, 1, common, ref, timeout=300, script=TRAIN)
-    assert r.returncode == 0, f"the uninterrupted run failed:\n{r.stdout}"
+    r = fw.launch("uninterrupted", 1, 0)
+    assert r.returncode == 0, f"the uninterrupted run failed:\n{r.stdout[-5000:]}"
     print(f"uninterrupted: W=1, {s} steps ({time.time() - t:.0f} s)", flush=True)
 
     resumed = os.path.join(work, "resumed")
-    worlds, launches, broken = [2, 3, 1], [], None
-    for attempt, world in enumerate(worlds):
-        start = last_checkpoint(resumed) if attempt else 0
-        argv = common + ["--attempt", str(attempt)] + (["--resume"] if attempt else [])
-        killed = attempt + 1 < len(worlds)
-        where = f"attempt {attempt}: W={world} from step {start}, "
+    launches, broken = [], None
+    for attempt, world in enumerate(fw.worlds):
+        start = fw.last_checkpoint(resumed) if attempt else 0
+        killed = attempt + 1 < len(fw.worlds)
+        where, kill = f"attempt {attempt}: W={world} from step {start}, ", None
         if killed:
             kill_step = kill_step_of(rng, start, c, kill_windows(s)[attempt])
-            kill_rank = rng.randrange(world)
-            argv += ["--kill-rank", str(kill_rank), "--kill-step", str(kill_step)]
-            where += f"rank {kill_rank} killed at step {kill_step}"
+            kill = (rng.randrange(world), kill_step)
+            where += f"rank {kill[0]} killed at step {kill_step}"
         else:
             where += f"to step {s}"
             if not args.no_broken:
                 broken = os.path.join(work, "broken")
                 shutil.copytree(resumed, broken)
         t = time.time()
-        r = torchrun(args.package_dir, world, argv, resumed, timeout=300, script=TRAIN)
+        r = fw.launch("resumed", world, attempt, resume=attempt > 0, kill=kill)
         if killed:
-            assert r.returncode != 0 and "Signal 9 (SIGKILL)" in r.stdout, r.stdout
+            assert fw.was_killed(r), f"attempt {attempt}:\n{r.stdout[-5000:]}"
         else:
-            assert r.returncode == 0, f"attempt {attempt} failed:\n{r.stdout}"
+            assert r.returncode == 0, f"attempt {attempt} failed:\n{r.stdout[-5000:]}"
         print(f"{where} ({time.time() - t:.0f} s)", flush=True)
         launches.append((start, read_log(resumed, attempt)))
 
+    ref = os.path.join(work, "uninterrupted")
     reference, _, problems = counted([(0, read_log(ref, 0))], s)
     kept, rolled_back, order = counted(launches, s)
     problems += order + check(reference, kept, s, GLOBAL_BATCH)
-    ref_done, last = done(ref, 0), done(resumed, len(worlds) - 1)
-    problems += trainer_problems(ref_done, last, s)
+    problems += counter_problems(fw.counters(ref, 0), fw.counters(resumed, len(fw.worlds) - 1), s)
     assert not problems, "\n".join(problems)
     assert stream_hash(kept) == stream_hash(reference)
-    gap = max(abs(last["loss"][k] - v) for k, v in ref_done["loss"].items())
     print(f"the same global token stream: {s * GLOBAL_BATCH} sequences, each once, sha256 "
           f"{stream_hash(kept)}; {rolled_back} sequences trained after a checkpoint and rolled "
-          f"back; the Trainer ends at global step {last['global_step']} with the uninterrupted "
-          f"run's learning rate at every step; largest loss difference {gap:.1e}", flush=True)
+          f"back; the trainer ends at global step {s} with the uninterrupted run's learning rate "
+          "at every step", flush=True)
 
     if broken:
-        start = launches[-1][0]
-        r = torchrun(args.package_dir, 1, common + ["--attempt", "2", "--resume",
-                                                     "--no-stream-state"], broken, timeout=300,
-                     script=TRAIN)
-        assert r.returncode == 0, f"the broken variant's launch failed:\n{r.stdout}"
-        bad, _, problems = counted(launches[:-1] + [(start, read_log(broken, 2))], s)
+        start, last = launches[-1][0], len(fw.worlds) - 1
+        r = fw.launch("broken", fw.worlds[-1], last, resume=True, broken=True)
+        assert r.returncode == 0, f"the broken variant's launch failed:\n{r.stdout[-5000:]}"
+        bad, _, problems = counted(launches[:-1] + [(start, read_log(broken, last))], s)
         problems += check(reference, bad, s, GLOBAL_BATCH)
         assert problems, "the check passed a resume without the stream's state"
-        print(f"the check fails the stream's state left out (the Trainer's own resume from "
-              f"step {start} on W=1): {problems[0]}", flush=True)
+        print(f"the check fails the stream's state left out (the trainer's own resume from "
+              f"step {start} on W={fw.worlds[-1]}): {problems[0]}", flush=True)
 
 
-def trainer_problems(ref, last, steps):
-    """The Trainer's own counters: the final global step, and the learning rate of every step."""
+def counter_problems(ref, last, steps):
+    """The trainer's own counters, (global step, {step: learning rate}) of the uninterrupted run
+    and of the resumed run's last launch: the final global step, and every step's rate."""
     problems = []
-    if last["global_step"] != steps:
-        problems.append(f"the last launch ended at global step {last['global_step']}, not {steps}")
-    for step, lr in ref["lr"].items():
-        if last["lr"].get(step) != lr:
-            problems.append(f"step {step}: learning rate {last['lr'].get(step)}, the "
+    if last[0] != steps:
+        problems.append(f"the last launch ended at global step {last[0]}, not {steps}")
+    if sorted(ref[1]) != list(range(1, steps + 1)):
+        problems.append(f"the uninterrupted run recorded steps {sorted(ref[1])[:8]}...")
+    for step, lr in sorted(ref[1].items()):
+        if last[1].get(step) != lr:
+            problems.append(f"step {step}: learning rate {last[1].get(step)}, the "
                             f"uninterrupted run's {lr}")
             break
     return problems

@@ -1,7 +1,7 @@
 """distsampler.hf.TokenStreamTrainer's settings (docs/frameworks.md, "Hugging Face Trainer"):
 its batches are the stream's in the Trainer's padding-free convention, and each setting that
 conflicts with the stream is refused with one line naming it. The kill-and-resume run under
-torchrun is tests/dist/hf_kill_resume.py (ctest: torchrun_hf_trainer_kill_resume_torch2).
+torchrun is tests/dist/framework_kill_resume.py hf (ctest: torchrun_hf_trainer_kill_resume_torch2).
 
 Transformers is the torch 2 stack's (requirements/torch2.txt pins it); on Debian's stack this
 file skips, saying why.
