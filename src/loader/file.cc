@@ -5,9 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
@@ -69,18 +74,177 @@ uint64_t ReadOnlyFile::size() const {
   return static_cast<uint64_t>(st.st_size);
 }
 
-uint64_t ReadOnlyFile::read_at(void* out, uint64_t n, uint64_t offset) const {
+namespace {
+
+// Reads n bytes at `offset` of fd into out; returns how many it read, fewer than n only where the
+// file ends. Sets *error to errno (and returns what it read) when a read fails.
+uint64_t pread_all(int fd, void* out, uint64_t n, uint64_t offset, int* error) {
   auto* p = static_cast<unsigned char*>(out);
   uint64_t got = 0;
+  *error = 0;
   while (got < n) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - got, uint64_t{1} << 30));
-    const ssize_t r = ::pread(fd_, p + got, chunk, static_cast<off_t>(offset + got));
+    const ssize_t r = ::pread(fd, p + got, chunk, static_cast<off_t>(offset + got));
     if (r < 0) {
       if (errno == EINTR) continue;
-      fail("cannot read " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
+      *error = errno;
+      break;
     }
     if (r == 0) break;  // the end of the file
     got += static_cast<uint64_t>(r);
+  }
+  return got;
+}
+
+std::string read_failed(uint64_t n, uint64_t offset) {
+  return "cannot read " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
+}
+
+}  // namespace
+
+uint64_t ReadOnlyFile::read_at(void* out, uint64_t n, uint64_t offset) const {
+  int error;
+  const uint64_t got = pread_all(fd_, out, n, offset, &error);
+  if (error != 0) {
+    errno = error;
+    fail(read_failed(n, offset));
+  }
+  return got;
+}
+
+struct PooledFile::Slot {
+  std::string path;
+  struct stat identity;  // at the first open
+  int fd = -1;
+  int readers = 0;
+  std::list<Slot*>::iterator recent;  // in Pool::open, when fd >= 0
+};
+
+namespace {
+
+// The open descriptors of every PooledFile, most recently read first.
+struct Pool {
+  std::mutex lock;
+  std::list<PooledFile::Slot*> open;
+};
+
+Pool& pool() {
+  // Never destroyed: PooledFiles in static objects may outlive it otherwise.
+  static Pool* p = [] {
+    auto* made = new Pool;
+    // The lock is taken across fork(), so that a child never inherits it held by a thread that
+    // the child does not have; the forking thread releases it on both sides.
+    ::pthread_atfork([] { pool().lock.lock(); }, [] { pool().lock.unlock(); },
+                     [] { pool().lock.unlock(); });
+    return made;
+  }();
+  return *p;
+}
+
+bool same_file(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
+         a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+}
+
+// Closes the least recently read descriptors that no thread reads until fewer than the bound
+// are open (or none is left to close). Called with the pool's lock held.
+void shrink(Pool& p) {
+  for (auto it = p.open.end(); it != p.open.begin() &&
+                               static_cast<int>(p.open.size()) >= PooledFile::kMaxPooledFiles;) {
+    --it;
+    PooledFile::Slot* s = *it;
+    if (s->readers > 0) continue;
+    ::close(s->fd);
+    s->fd = -1;
+    it = p.open.erase(it);
+  }
+}
+
+}  // namespace
+
+PooledFile::PooledFile(std::string path) {
+  auto slot = std::make_unique<Slot>();
+  slot->path = std::move(path);
+  const ReadOnlyFile file(slot->path);
+  if (::fstat(file.fd(), &slot->identity) != 0) {
+    throw std::runtime_error("file '" + file.path() + "': cannot stat: " + std::strerror(errno));
+  }
+  Pool& p = pool();
+  std::lock_guard<std::mutex> hold(p.lock);
+  shrink(p);
+  slot->fd = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);  // kept past `file`
+  if (slot->fd < 0) {
+    throw std::runtime_error("file '" + slot->path + "': cannot keep open: " +
+                             std::strerror(errno));
+  }
+  p.open.push_front(slot.get());
+  slot->recent = p.open.begin();
+  slot_ = slot.release();
+}
+
+PooledFile::~PooledFile() {
+  Pool& p = pool();
+  {
+    std::lock_guard<std::mutex> hold(p.lock);
+    if (slot_->fd >= 0) {
+      ::close(slot_->fd);
+      p.open.erase(slot_->recent);
+    }
+  }
+  delete slot_;
+}
+
+const std::string& PooledFile::path() const { return slot_->path; }
+
+uint64_t PooledFile::size() const { return static_cast<uint64_t>(slot_->identity.st_size); }
+
+int PooledFile::open_count() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> hold(p.lock);
+  return static_cast<int>(p.open.size());
+}
+
+uint64_t PooledFile::read_at(void* out, uint64_t n, uint64_t offset) const {
+  Pool& p = pool();
+  int fd;
+  {
+    std::lock_guard<std::mutex> hold(p.lock);
+    Slot* s = slot_;
+    if (s->fd < 0) {
+      shrink(p);
+      int opened;
+      do {
+        opened = ::open(s->path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+      } while (opened < 0 && errno == EINTR);
+      if (opened < 0) {
+        throw std::runtime_error("file '" + s->path + "': cannot open again: " +
+                                 std::strerror(errno));
+      }
+      struct stat now;
+      if (::fstat(opened, &now) != 0 || !same_file(now, s->identity)) {
+        ::close(opened);
+        throw std::runtime_error(
+            "file '" + s->path + "': changed since it was opened (another file, size or "
+            "modification time); allowed: files left unchanged while a run reads them");
+      }
+      s->fd = opened;
+      p.open.push_front(s);
+    } else {
+      p.open.splice(p.open.begin(), p.open, s->recent);
+    }
+    s->recent = p.open.begin();
+    ++s->readers;
+    fd = s->fd;
+  }
+  int error;
+  const uint64_t got = pread_all(fd, out, n, offset, &error);
+  {
+    std::lock_guard<std::mutex> hold(p.lock);
+    --slot_->readers;
+  }
+  if (error != 0) {
+    throw std::runtime_error("file '" + slot_->path + "': " + read_failed(n, offset) + ": " +
+                             std::strerror(error));
   }
   return got;
 }

@@ -37,6 +37,37 @@ class ReadOnlyFile {
   int fd_ = -1;
 };
 
+// A read-only file read with pread whose descriptor is held only while the process holds fewer
+// than kMaxPooledFiles of them: opened when constructed (ReadOnlyFile's checks), it may be closed
+// when other PooledFiles are read (the least recently read first) and is opened again when it is
+// next read, so that a source of any number of shards stays within the open-file limit. A file
+// opened again must be the one first opened (device, inode, size and modification time), or the
+// read throws std::runtime_error naming it ("changed since it was opened"). Several threads may
+// read one PooledFile, or several, at once; a descriptor being read is never closed (a process
+// reading more than kMaxPooledFiles files at the same instant holds one per read). Fork-safe:
+// the pool's lock is held across fork(), and the child's descriptors are the parent's copies.
+class PooledFile {
+ public:
+  static constexpr int kMaxPooledFiles = 64;
+
+  explicit PooledFile(std::string path);
+  ~PooledFile();
+  PooledFile(const PooledFile&) = delete;
+  PooledFile& operator=(const PooledFile&) = delete;
+
+  const std::string& path() const;
+  uint64_t size() const;  // when opened
+  uint64_t read_at(void* out, uint64_t n, uint64_t offset) const;  // as ReadOnlyFile's
+
+  // The descriptors PooledFiles hold open in this process now (for tests).
+  static int open_count();
+
+  struct Slot;
+
+ private:
+  Slot* slot_ = nullptr;  // owned
+};
+
 // A whole regular file mapped read-only (mmap), unmapped on destruction; the descriptor is closed
 // once mapped. An empty file maps nothing (data() is nullptr). A file truncated under the mapping
 // raises SIGBUS where its lost pages are read: callers that must report that read with pread.

@@ -109,7 +109,7 @@ void widen_float(const unsigned char* p, uint64_t n, int64_t* out, const std::st
 namespace {
 
 template <typename T>
-T read_entry(const detail::ReadOnlyFile& file, uint64_t offset) {
+T read_entry(const detail::PooledFile& file, uint64_t offset) {
   unsigned char bytes[sizeof(T)];
   if (file.read_at(bytes, sizeof(T), offset) != sizeof(T)) {
     throw FormatError(file.path(), offset, "truncated while open: the file ends before byte " +
@@ -128,8 +128,9 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
 
   // The .idx is read with pread, never mapped: a plan reads lengths at random, and a fault on a
   // mapping maps the page cache around it (whole large folios on recent kernels) into this
-  // process: hundreds of MB of a 10^8-document .idx for one first batch.
-  entries_ = std::make_shared<const detail::ReadOnlyFile>(prefix + ".idx");
+  // process: hundreds of MB of a 10^8-document .idx for one first batch. Its descriptor is
+  // pooled (PooledFile): a source of thousands of shards stays within the open-file limit.
+  entries_ = std::make_shared<const detail::PooledFile>(prefix + ".idx");
   const std::string& idx_path = entries_->path();
   const uint64_t size = entries_->size();
   unsigned char idx[kHeaderBytes] = {};

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -569,6 +571,102 @@ TEST(Indexed, OpeningIsConstantTimeInTheDocuments) {
   EXPECT_EQ(ds.total_tokens(), 0u);
   EXPECT_EQ(ds.length(n / 2), 0u);
   EXPECT_EQ(ds.check_read(n - 1, 0, 0), 0u);
+}
+
+// The descriptors this process has open now.
+int open_descriptors() {
+  int n = 0;
+  for (int fd = 0; fd < 65536; ++fd) n += ::fcntl(fd, F_GETFD) >= 0 ? 1 : 0;
+  return n;
+}
+
+// A source of more shards than the open-file limit allows descriptors: each .bin's descriptor is
+// closed once mapped, and the .idx descriptors are pooled (at most 64 open), so every document of
+// 3,000 shards reads under a limit of 1,024 open files, and the process never holds more than 64
+// descriptors for them. (Before the pool, a source opened 1,100 shards and failed: "cannot open:
+// Too many open files".)
+TEST(Indexed, ThousandsOfShardsOpenUnderTheOpenFileLimit) {
+  const TempDir dir;
+  std::vector<std::string> prefixes;
+  for (int i = 0; i < 3000; ++i) {
+    const std::vector<std::vector<int32_t>> docs = {{i, i + 1}, {}, {i}};
+    prefixes.push_back(write(dir, "s" + std::to_string(i), make_files<int32_t>(4, docs)));
+  }
+  struct rlimit before;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  struct rlimit limited = before;
+  limited.rlim_cur = std::min<rlim_t>(before.rlim_cur, 1024);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &limited), 0);
+  const int base = open_descriptors();
+  try {
+    const IndexedSource source(prefixes);
+    ASSERT_EQ(source.documents(), 9000u);
+    EXPECT_LE(open_descriptors() - base, 64);
+    for (int round = 0; round < 2; ++round) {  // the second round reopens every .idx
+      for (uint64_t d = 0; d < source.documents(); ++d) {
+        const int i = static_cast<int>(d / 3);
+        std::vector<int64_t> tokens(source.length(d));
+        source.read(d, 0, tokens.size(), tokens.data());
+        const std::vector<int64_t> want =
+            d % 3 == 0 ? std::vector<int64_t>{i, i + 1}
+                       : d % 3 == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{i};
+        ASSERT_EQ(tokens, want) << "document " << d;
+      }
+      EXPECT_LE(open_descriptors() - base, 64);
+    }
+  } catch (...) {
+    ::setrlimit(RLIMIT_NOFILE, &before);
+    throw;
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+}
+
+// Several threads read a source of more shards than the pool keeps open, at once: every read is
+// right while descriptors are closed and opened again under them (ThreadSanitizer runs this).
+TEST(Indexed, ThreadsReadManyShardsAtOnce) {
+  const TempDir dir;
+  std::vector<std::string> prefixes;
+  for (int i = 0; i < 200; ++i) {
+    const std::vector<std::vector<int32_t>> docs = {{i, i}, {i}};
+    prefixes.push_back(write(dir, "s" + std::to_string(i), make_files<int32_t>(4, docs)));
+  }
+  const IndexedSource source(prefixes);
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&source, &wrong, t] {
+      for (uint64_t k = 0; k < 3 * source.documents(); ++k) {
+        const uint64_t d = (k * 7919 + static_cast<uint64_t>(t) * 131) % source.documents();
+        const int64_t i = static_cast<int64_t>(d / 2);
+        std::vector<int64_t> tokens(source.length(d));
+        source.read(d, 0, tokens.size(), tokens.data());
+        if (tokens != (d % 2 == 0 ? std::vector<int64_t>{i, i} : std::vector<int64_t>{i})) {
+          ++wrong[static_cast<size_t>(t)];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(8, 0));
+}
+
+// A .idx whose descriptor was closed by the pool and that was replaced meanwhile is refused when
+// it is read again, naming it, as a changed file is, never read as the new file's lengths.
+TEST(Indexed, AShardReplacedWhileItsDescriptorWasClosedIsRefused) {
+  const TempDir dir;
+  std::vector<std::string> prefixes;
+  for (int i = 0; i < 100; ++i) {
+    const std::vector<std::vector<int32_t>> docs = {{i, i}};
+    prefixes.push_back(write(dir, "s" + std::to_string(i), make_files<int32_t>(4, docs)));
+  }
+  const IndexedSource source(prefixes);  // shard 0 is the least recently read: closed
+  EXPECT_EQ(source.length(99), 2u);
+  const std::vector<std::vector<int32_t>> other = {{7, 7, 7}, {7}};  // another size
+  const Files replaced = make_files<int32_t>(4, other);
+  ::unlink((prefixes[0] + ".idx").c_str());
+  dir.write("s0.idx", replaced.index.idx());
+  expect_runtime_error([&] { source.length(0); }, prefixes[0] + ".idx",
+                       "changed since it was opened");
 }
 
 }  // namespace

@@ -15,12 +15,15 @@ namespace distsampler {
 
 namespace detail {
 class MappedFile;
-class ReadOnlyFile;
+class PooledFile;
 }
 
 // One Megatron indexed dataset (PREFIX.idx + PREFIX.bin): the .bin memory-mapped read-only, zero
-// copy; the .idx read with pread (its header at open, each length and pointer when used: a
-// mapping would pull the page cache around each random lookup into the process).
+// copy, its descriptor closed once mapped; the .idx read with pread (its header at open, each
+// length and pointer when used: a mapping would pull the page cache around each random lookup
+// into the process), its descriptor one of at most 64 the process keeps open for .idx files
+// (the least recently read closed first, opened again when read, and refused if the file changed
+// meanwhile): a source of any number of shards opens within the default limit of 1,024 files.
 // Document d is the .idx's sequence d (as in Megatron's GPTDataset); the .idx's document_indices
 // (which group sequences) are checked at both ends and otherwise not read.
 //
@@ -76,7 +79,7 @@ class IndexedDataset {
   Entry prepare(uint64_t document, uint64_t begin, uint64_t end) const;  // read()'s checks
 
   std::string prefix_;
-  std::shared_ptr<const detail::ReadOnlyFile> entries_;  // the .idx, read with pread
+  std::shared_ptr<const detail::PooledFile> entries_;  // the .idx, read with pread
   std::shared_ptr<const detail::MappedFile> bin_;
   uint64_t pointers_offset_ = 0;  // of int64[sequences_] in the .idx; int32 lengths at offset 34
   const unsigned char* tokens_ = nullptr;    // the .bin
