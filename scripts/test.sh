@@ -25,7 +25,7 @@ trap print_skips EXIT
 ensure_packages $DISTSAMPLER_BUILD_PACKAGES $DISTSAMPLER_TEST_PACKAGES $DISTSAMPLER_LOADER_PACKAGES
 stack='import sys, torch; print(f"torch {torch.__version__} at {sys.executable}")'
 frameworks='import sys; from importlib.metadata import version as v
-print(f"litgpt {v(\"litgpt\")}, ai2-olmo-core {v(\"ai2-olmo-core\")} at {sys.executable}")'
+print("litgpt " + v("litgpt") + ", ai2-olmo-core " + v("ai2-olmo-core") + " at " + sys.executable)'
 torch2_args=()
 set +e
 torch2_python=$(ensure_torch2_venv 2>"build/torch2-venv.err")
@@ -40,7 +40,8 @@ if [ $status = 0 ]; then
                -Dpybind11_DIR="$("$torch2_python" -m pybind11 --cmakedir)")
   # LitGPT and OLMo-core in their own venv (requirements/llm.txt says why): the same torch wheel.
   llm_python=$(ensure_llm_venv)
-  echo "LLM frameworks under test: $("$llm_python" -c "$frameworks")"
+  llm_versions=$("$llm_python" -c "$frameworks")
+  echo "LLM frameworks under test: $llm_versions"
   torch2_args+=(-DDISTSAMPLER_LLM_PYTHON="$llm_python")
 elif [ $status = 3 ]; then
   echo "PyTorch stacks under test: $(/usr/bin/python3 -c "$stack") only"
