@@ -67,6 +67,7 @@ constexpr uint64_t mul_high64_portable(uint64_t x, uint64_t n) {
 #if defined(__SIZEOF_INT128__)
 // __extension__: a public header must compile under -Wpedantic, which rejects __int128.
 __extension__ typedef unsigned __int128 Uint128;
+__extension__ typedef __int128 Int128;
 #endif
 
 // The high 64 bits of x * n; the same bits on either path (hash_test).

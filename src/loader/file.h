@@ -3,8 +3,12 @@
 #ifndef DISTSAMPLER_SRC_LOADER_FILE_H_
 #define DISTSAMPLER_SRC_LOADER_FILE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace distsampler {
 namespace detail {
@@ -57,7 +61,11 @@ class PooledFile {
 
   const std::string& path() const;
   uint64_t size() const;  // when opened
+  uint64_t current_size() const;  // now (fstat), opened again as read_at does when closed
   uint64_t read_at(void* out, uint64_t n, uint64_t offset) const;  // as ReadOnlyFile's
+  // Maps bytes [offset, offset + length) read-only (offset a multiple of the page size, length
+  // > 0), the descriptor taken as read_at takes it; the caller unmaps. Throws naming the file.
+  unsigned char* map(uint64_t offset, uint64_t length) const;
 
   // The descriptors PooledFiles hold open in this process now (for tests).
   static int open_count();
@@ -65,8 +73,84 @@ class PooledFile {
   struct Slot;
 
  private:
+  int acquire() const;  // the descriptor, opened again when closed; release() after use
+  void release() const;
   Slot* slot_ = nullptr;  // owned
 };
+
+// A byte range of a file to read.
+struct Range {
+  static constexpr uint64_t kMaxBytes = uint64_t{1} << 18;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+// Called with range `index`'s bytes, `got` of them (fewer than asked only where the file ends),
+// on the thread that read them: several calls may run at once, for different ranges.
+using RangeRead = std::function<void(size_t index, const unsigned char* data, uint64_t got)>;
+
+// Reads every range of `file` (each at most Range::kMaxBytes) into a buffer per thread, reused:
+// one after the other while the reads are fast (the page cache), and once one takes kSlowRead or
+// longer (a cold disk, a parallel file system), the rest kReadThreads at a time (parallel_for),
+// so that their latency is paid about once per kReadThreads ranges. Throws what read_at throws
+// (the first range's failure, once every range was tried).
+void read_ranges(const PooledFile& file, const std::vector<Range>& ranges, const RangeRead& done);
+constexpr int kReadThreads = 16;
+// Runs body(i) for i in [first, count) on this thread and up to kReadThreads - 1 of the read
+// pool's threads, for work that waits on files (opening shards, reads). Returns once every
+// index has run; rethrows the exception of the lowest index that threw, if any.
+void parallel_for(size_t first, size_t count, const std::function<void(size_t)>& body);
+// Indices parallel_for() (read_ranges' reads among them) has had run by the pool's threads in
+// this process (for tests).
+uint64_t ranges_read_with_help();
+
+// Bytes [begin, end) of a PooledFile's file mapped read-only, read from memory once the pages
+// holding them are in the page cache. prepare() makes sure of that for the pages it is given:
+// those it has seen resident before are taken to be (a page the kernel evicted since is faulted in
+// again: slower, still right); of the others, the kernel is asked which are (mincore), and the
+// rest are read with pread first (read_ranges: several at once when the reads are slow), so that
+// a cold disk's or a parallel file system's latency is paid about once per batch, not once per
+// page fault and one at a time. Memory: the mapping is the page cache's (shared, not private),
+// plus one bit per page. A file truncated while mapped raises SIGBUS where its lost pages are
+// read (as the .bin's mapping does); a page found past the end by prepare() is reported.
+// Several threads may call prepare() and read at once.
+class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
+ public:
+  PageCachedRange(std::shared_ptr<const PooledFile> file, uint64_t begin, uint64_t end);
+  ~PageCachedRange();
+  PageCachedRange(const PageCachedRange&) = delete;
+  PageCachedRange& operator=(const PageCachedRange&) = delete;
+
+  // Makes the pages holding offsets[0, n) (file offsets in [begin, end)) resident. Returns the
+  // first file offset past what may be read (end when all of it; less when the file was
+  // truncated while open: what a read found, and the file's size now).
+  uint64_t prepare(const uint64_t* offsets, size_t n) const;
+  // The same on one of the read pool's threads, not waited for: pages wanted soon (a hint,
+  // dropped when many wait already). The range must be owned by a shared_ptr.
+  void prefetch(const uint64_t* offsets, size_t n) const;
+  const unsigned char* at(uint64_t offset) const { return base_ + (offset - first_); }
+  // Whether every page has been seen resident (or read) already.
+  bool all_seen() const { return unseen_.load(std::memory_order_relaxed) == 0; }
+
+ private:
+  std::shared_ptr<const PooledFile> file_;
+  uint64_t first_ = 0;   // the file offset of base_[0], page-aligned
+  uint64_t length_ = 0;  // mapped bytes
+  uint64_t end_ = 0;
+  unsigned char* base_ = nullptr;
+  size_t page_ = 4096;
+  static constexpr uint64_t kGapPages = 16;
+  bool seen(uint64_t page) const;  // seen resident (or read) before
+  void mark(uint64_t first_page, uint64_t end_offset) const;  // pages up to end_offset seen
+  void cut(uint64_t offset) const;  // the file found to end at `offset`: nothing past it read
+  // The reads that the pages holding these offsets need (those not seen: mincore, the resident
+  // ones marked seen), neighbours together.
+  std::vector<Range> reads_for(const uint64_t* offsets, size_t n) const;
+  std::unique_ptr<std::atomic<uint64_t>[]> resident_;  // a bit per page, once seen resident
+  mutable std::atomic<uint64_t> readable_end_;
+  mutable std::atomic<uint64_t> unseen_{0};  // pages not yet seen
+};
+
+constexpr int kSlowReadMicroseconds = 50;
 
 // A whole regular file mapped read-only (mmap), unmapped on destruction; the descriptor is closed
 // once mapped. An empty file maps nothing (data() is nullptr). A file truncated under the mapping

@@ -19,10 +19,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "distsampler/tokens/mix.h"
 #include "file.h"
 
 namespace distsampler {
@@ -126,10 +128,10 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   std::memcpy(&little, &one, 1);
   if (little != 1) throw std::runtime_error("IndexedDataset: big-endian hosts are not supported");
 
-  // The .idx is read with pread, never mapped: a plan reads lengths at random, and a fault on a
-  // mapping maps the page cache around it (whole large folios on recent kernels) into this
-  // process: hundreds of MB of a 10^8-document .idx for one first batch. Its descriptor is
-  // pooled (PooledFile): a source of thousands of shards stays within the open-file limit.
+  // The .idx is read with pread (its descriptor pooled, PooledFile: a source of thousands of
+  // shards stays within the open-file limit), but for the lengths block that a plan reads in
+  // batches at random, mapped (PageCachedRange: MADV_RANDOM, so that a fault maps no pages
+  // around it; the pages not in the page cache read together with pread first).
   entries_ = std::make_shared<const detail::PooledFile>(prefix + ".idx");
   const std::string& idx_path = entries_->path();
   const uint64_t size = entries_->size();
@@ -218,6 +220,10 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   token_bytes_ = type->bytes;
   dtype_code_ = type->code;
   pointers_offset_ = kHeaderBytes + 4 * sequences;
+  if (sequences > 0) {
+    lengths_ = std::make_shared<const detail::PageCachedRange>(entries_, kHeaderBytes,
+                                                               pointers_offset_);
+  }
 
   bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin");
   tokens_ = bin_->data();
@@ -276,6 +282,31 @@ void IndexedDataset::check_document(uint64_t document) const {
   if (document >= sequences_) {
     throw std::out_of_range(document_message(document, sequences_, " of '" + prefix_ + "'"));
   }
+}
+
+void IndexedDataset::lengths(const uint64_t* documents, size_t n, uint32_t* out) const {
+  thread_local std::vector<uint64_t> offsets;
+  offsets.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (documents[i] < sequences_) offsets.push_back(kHeaderBytes + 4 * documents[i]);
+  }
+  const uint64_t readable = offsets.empty() ? 0 : lengths_->prepare(offsets.data(), offsets.size());
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = DocumentLengths::kAskAlone;
+    if (documents[i] >= sequences_) continue;
+    const uint64_t at = kHeaderBytes + 4 * documents[i];
+    if (at + 4 > readable) continue;  // truncated while open: length() says so
+    const int32_t length = load<int32_t>(lengths_->at(at));
+    if (length >= 0) out[i] = static_cast<uint32_t>(length);
+  }
+}
+
+void IndexedDataset::prefetch(const uint64_t* documents, size_t n) const {
+  std::vector<uint64_t> offsets;
+  for (size_t i = 0; i < n; ++i) {
+    if (documents[i] < sequences_) offsets.push_back(kHeaderBytes + 4 * documents[i]);
+  }
+  if (!offsets.empty()) lengths_->prefetch(offsets.data(), offsets.size());
 }
 
 uint32_t IndexedDataset::checked_length(uint64_t document) const {
@@ -377,11 +408,18 @@ IndexedSource::IndexedSource(std::vector<std::string> prefixes) {
   if (prefixes.empty()) {
     throw std::invalid_argument("prefixes: empty; allowed: at least one prefix");
   }
+  // The shards opened at once (a few header reads each: their latency paid once for all, not once
+  // per shard), then checked in order; the first failing shard's error.
+  std::vector<std::unique_ptr<IndexedDataset>> opened(prefixes.size());
+  detail::parallel_for(0, prefixes.size(), [&](size_t i) {
+    opened[i] = std::make_unique<IndexedDataset>(prefixes[i]);
+  });
   shards_.reserve(prefixes.size());
   starts_.reserve(prefixes.size() + 1);
   starts_.push_back(0);
   for (size_t i = 0; i < prefixes.size(); ++i) {
-    shards_.emplace_back(prefixes[i]);
+    shards_.push_back(std::move(*opened[i]));
+    opened[i].reset();
     const IndexedDataset& shard = shards_.back();
     if (shard.dtype_name() != shards_.front().dtype_name()) {
       throw std::invalid_argument(
@@ -421,6 +459,32 @@ IndexedSource::Location IndexedSource::locate(uint64_t document) const {
                           starts_.begin()) -
       1;
   return Location{&shards_[shard], document - starts_[shard]};
+}
+
+void IndexedSource::lengths(const uint64_t* documents, size_t n, uint32_t* out) const {
+  detail::lengths_by_part(starts_, documents, n, out,
+                          [&](size_t shard, const uint64_t* local, size_t count, uint32_t* into) {
+                            shards_[shard].lengths(local, count, into);
+                          });
+}
+
+bool IndexedDataset::wants_prefetch() const { return lengths_ && !lengths_->all_seen(); }
+
+bool IndexedSource::wants_prefetch() const {
+  if (all_seen_.load(std::memory_order_relaxed)) return false;
+  for (const IndexedDataset& shard : shards_) {
+    if (shard.wants_prefetch()) return true;
+  }
+  all_seen_.store(true, std::memory_order_relaxed);
+  return false;
+}
+
+void IndexedSource::prefetch(const uint64_t* documents, size_t n) const {
+  std::vector<uint32_t> unused(n);
+  detail::lengths_by_part(starts_, documents, n, unused.data(),
+                          [&](size_t shard, const uint64_t* local, size_t count, uint32_t*) {
+                            shards_[shard].prefetch(local, count);
+                          });
 }
 
 uint32_t IndexedSource::length(uint64_t document) const {

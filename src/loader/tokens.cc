@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "file.h"
+
 namespace distsampler {
 
 IndexedLengths::IndexedLengths(std::shared_ptr<const IndexedSource> source,
@@ -17,9 +19,28 @@ IndexedLengths::IndexedLengths(std::shared_ptr<const IndexedSource> source,
     : source_(std::move(source)), eod_(eod) {
   if (!source_) throw std::invalid_argument("source: missing");
   total_ = source_->total_tokens();
-  if (eod_) {
-    for (uint64_t d = 0; d < source_->documents(); ++d) total_ += source_->length(d) > 0 ? 1 : 0;
+  if (eod_) {  // one EOD per document with tokens: the lengths read in blocks
+    constexpr uint64_t kBlock = 1 << 16;
+    std::vector<uint64_t> documents;
+    std::vector<uint32_t> got;
+    for (uint64_t first = 0; first < source_->documents(); first += kBlock) {
+      const uint64_t count = std::min(kBlock, source_->documents() - first);
+      documents.resize(count);
+      got.resize(count);
+      for (uint64_t i = 0; i < count; ++i) documents[i] = first + i;
+      source_->lengths(documents.data(), count, got.data());
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint32_t n = got[i] != kAskAlone ? got[i] : source_->length(first + i);
+        total_ += n > 0 ? 1 : 0;
+      }
+    }
   }
+}
+
+void IndexedLengths::lengths(const uint64_t* documents, size_t n, uint32_t* out) const {
+  source_->lengths(documents, n, out);
+  if (!eod_) return;
+  for (size_t i = 0; i < n; ++i) out[i] += out[i] != kAskAlone && out[i] > 0 ? 1 : 0;
 }
 
 void IndexedLengths::read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const {
@@ -34,14 +55,20 @@ void IndexedLengths::read(uint64_t document, uint64_t begin, uint64_t end, int64
   out[stored - std::min(begin, stored)] = *eod_;
 }
 
-std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
-    const std::vector<std::vector<std::string>>& prefixes, std::optional<int64_t> eod) {
-  std::vector<std::shared_ptr<const IndexedLengths>> out;
-  for (size_t s = 0; s < prefixes.size(); ++s) {
+namespace {
+
+// Opens sources `which` of `prefixes` into out[s], at once (each a few reads of its headers: a cold
+// disk's or a remote file system's latency paid once for all, not once per source). Throws the
+// error of the lowest failing source, naming it ("sources[s]: ...").
+void open_sources(const std::vector<std::vector<std::string>>& prefixes,
+                  const std::vector<size_t>& which, std::optional<int64_t> eod,
+                  std::vector<std::shared_ptr<const IndexedLengths>>& out) {
+  detail::parallel_for(0, which.size(), [&](size_t k) {
+    const size_t s = which[k];
     const std::string where = "sources[" + std::to_string(s) + "]: ";
     try {
-      out.push_back(std::make_shared<IndexedLengths>(
-          std::make_shared<const IndexedSource>(prefixes[s]), eod));
+      out[s] = std::make_shared<IndexedLengths>(
+          std::make_shared<const IndexedSource>(prefixes[s]), eod);
     } catch (const FormatError&) {
       throw;  // names its file already
     } catch (const std::invalid_argument& e) {
@@ -49,7 +76,17 @@ std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(where + e.what());
     }
-  }
+  });
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
+    const std::vector<std::vector<std::string>>& prefixes, std::optional<int64_t> eod) {
+  std::vector<std::shared_ptr<const IndexedLengths>> out(prefixes.size());
+  std::vector<size_t> all(prefixes.size());
+  for (size_t s = 0; s < all.size(); ++s) all[s] = s;
+  open_sources(prefixes, all, eod, out);
   return out;
 }
 
@@ -158,7 +195,8 @@ TokenEdit parse_token_edit(const std::string& flag, const std::string& value) {
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
                         std::vector<TokenEdit> edits, std::optional<int64_t> eod) {
   TokenRun run;
-  for (const auto& source : open_token_sources(prefixes, eod)) run.sources.push_back(source);
+  const std::vector<std::shared_ptr<const IndexedLengths>> opened = open_token_sources(prefixes, eod);
+  for (const auto& source : opened) run.sources.push_back(source);
   std::vector<std::vector<std::string>> shards = prefixes;
   // The mixer numbers appended documents in the order it applies the appends: by step, stably.
   std::stable_sort(edits.begin(), edits.end(), [](const TokenEdit& a, const TokenEdit& b) {
@@ -183,7 +221,14 @@ TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
     }
     run.edits.push_back(std::move(e.edit));
   }
-  run.readers = open_token_sources(shards, eod);
+  // The readers: each source with the shards its appends add (opened again only then).
+  run.readers = opened;
+  run.readers.resize(shards.size());
+  std::vector<size_t> grown;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (s >= prefixes.size() || shards[s] != prefixes[s]) grown.push_back(s);
+  }
+  open_sources(shards, grown, eod, run.readers);
   run.shards = std::move(shards);
   return run;
 }

@@ -166,9 +166,73 @@ uint32_t ConcatLengths::length(uint64_t document) const {
   return parts_[part]->length(document - starts_[part]);
 }
 
-uint64_t Mixer::EpochOrder::size() const {
-  return parts.empty() ? base.size() : parts.back().start + parts.back().rest.size();
+void DocumentLengths::lengths(const uint64_t* documents, size_t n, uint32_t* out) const {
+  for (size_t i = 0; i < n; ++i) out[i] = length(documents[i]);
 }
+
+void LengthList::lengths(const uint64_t* documents, size_t n, uint32_t* out) const {
+  for (size_t i = 0; i < n; ++i) out[i] = lengths_[documents[i]];
+}
+
+void ConcatLengths::lengths(const uint64_t* documents, size_t n, uint32_t* out) const {
+  detail::lengths_by_part(starts_, documents, n, out,
+                          [&](size_t part, const uint64_t* local, size_t count, uint32_t* into) {
+                            parts_[part]->lengths(local, count, into);
+                          });
+}
+
+void ConcatLengths::prefetch(const uint64_t* documents, size_t n) const {
+  std::vector<uint32_t> unused(n);
+  detail::lengths_by_part(starts_, documents, n, unused.data(),
+                          [&](size_t part, const uint64_t* local, size_t count, uint32_t*) {
+                            parts_[part]->prefetch(local, count);
+                          });
+}
+
+bool ConcatLengths::wants_prefetch() const {
+  for (const auto& part : parts_) {
+    if (part->wants_prefetch()) return true;
+  }
+  return false;
+}
+
+namespace detail {
+
+void lengths_by_part(const std::vector<uint64_t>& starts, const uint64_t* documents, size_t n,
+                     uint32_t* out, const PartLengths& read) {
+  if (starts.size() == 2) return read(0, documents, n, out);  // one part: it answers for all
+  // Past the last part: kAskAlone (length() says why).
+  std::vector<size_t> part_of(n);
+  std::vector<size_t> count(starts.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    part_of[i] = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), documents[i]) -
+                                     starts.begin()) - 1;
+    ++count[part_of[i]];
+    if (part_of[i] + 1 == starts.size()) out[i] = DocumentLengths::kAskAlone;
+  }
+  std::vector<uint64_t> local;
+  std::vector<uint32_t> got;
+  for (size_t part = 0; part + 1 < starts.size(); ++part) {
+    if (count[part] == 0) continue;
+    local.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (part_of[i] == part) local.push_back(documents[i] - starts[part]);
+    }
+    got.resize(local.size());
+    read(part, local.data(), local.size(), got.data());
+    for (size_t i = 0, k = 0; i < n; ++i) {
+      if (part_of[i] == part) out[i] = got[k++];
+    }
+  }
+}
+
+}  // namespace detail
+
+void Mixer::EpochOrder::gather(uint64_t first, uint64_t count, uint64_t* out) const {
+  if (parts.empty()) return base.gather(first, 1, count, out);
+  for (uint64_t i = 0; i < count; ++i) out[i] = at(first + i);
+}
+
 
 uint64_t Mixer::EpochOrder::at(uint64_t position) const {
   for (size_t k = parts.size(); k-- > 0;) {
@@ -336,10 +400,13 @@ Mixer::Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources,
   sources_ = {initial_.begin(), initial_.end()};
   live_.resize(initial_.size());
   for (size_t s = 0; s < initial_.size(); ++s) {
-    live_[s].order = order_of(static_cast<uint32_t>(s), 0, {}, *initial_[s]);
-    // A single pass settles in advance(0), after its step-0 appends: a source with no document
-    // of its subset may gain some there.
-    if (!holdout_.single_pass) settle(static_cast<uint32_t>(s));
+    live_[s].set_order(order_of(static_cast<uint32_t>(s), 0, {}, *initial_[s]));
+  }
+  prefetch_next();
+  // A single pass settles in advance(0), after its step-0 appends: a source with no document of
+  // its subset may gain some there.
+  for (size_t s = 0; s < initial_.size() && !holdout_.single_pass; ++s) {
+    settle(static_cast<uint32_t>(s));
   }
   next_change_ = 0;
   advance(0);  // the edits of step 0
@@ -474,12 +541,55 @@ uint64_t Mixer::epoch_size(uint32_t source, uint64_t epoch) const {
   return order_of(source, epoch, mix_.landings, *sources_[source]).size();
 }
 
+void Mixer::prefetch_next() const {
+  std::vector<uint64_t> documents;
+  for (size_t s = 0; s < live_.size(); ++s) {
+    const uint64_t position = mix_.cursors[s].position;
+    const uint64_t size = live_[s].order.size();
+    if (position >= size) continue;
+    documents.resize(std::min(kFirstReadAhead, size - position));
+    live_[s].order.gather(position, documents.size(), documents.data());
+    sources_[s]->prefetch(documents.data(), documents.size());
+  }
+}
+
+void Mixer::look(uint32_t source, uint64_t position) {
+  Live& live = live_[source];
+  uint64_t i = position - live.ahead_from;
+  if (position < live.ahead_from || i >= live.ahead.size()) {
+    const uint64_t limit = std::clamp<uint64_t>(kReadAheadEntries / live_.size(), kFirstReadAhead,
+                                                kMaxReadAhead);
+    live.window = live.window == 0 ? kFirstReadAhead : std::min(2 * live.window, limit);
+    const uint64_t count = std::min(live.window, live.order.size() - position);
+    live.ahead_documents.resize(count);
+    live.order.gather(position, count, live.ahead_documents.data());
+    live.ahead.resize(count);
+    sources_[source]->lengths(live.ahead_documents.data(), count, live.ahead.data());
+    live.ahead_from = position;
+    i = 0;
+    // The next read's documents, to be read in the background meanwhile.
+    const uint64_t after =
+        std::min(std::min(2 * live.window, limit), live.order.size() - (position + count));
+    if (after > 0 && sources_[source]->wants_prefetch()) {
+      thread_local std::vector<uint64_t> next;
+      next.resize(after);
+      live.order.gather(position + count, after, next.data());
+      sources_[source]->prefetch(next.data(), after);
+    }
+  }
+  live.document = live.ahead_documents[i];
+  const uint32_t length = live.ahead[i];
+  live.length = length != DocumentLengths::kAskAlone ? length
+                                                     : sources_[source]->length(live.document);
+}
+
 void Mixer::settle(uint32_t source) {
   SourceCursor& c = mix_.cursors[source];
   Live& live = live_[source];
-  const uint64_t documents = sources_[source]->documents();
   for (uint64_t visited = 0;; ++visited) {
-    if (visited > documents) {  // a whole epoch of empty documents: the lengths contradict
+    // A whole epoch of empty (or skipped) documents visited, the rest of this one and all of the
+    // next: the lengths contradict total_tokens().
+    if (visited > live.order.size() && visited > 2 * sources_[source]->documents() + 1) {
       throw std::runtime_error("sources[" + std::to_string(source) + "]: every document is " +
                                "empty or skipped, but its total_tokens() = " +
                                std::to_string(sources_[source]->total_tokens()));
@@ -496,10 +606,9 @@ void Mixer::settle(uint32_t source) {
       ++c.epoch;
       c.position = 0;
       c.offset = 0;
-      live.order = order_of(source, c.epoch, mix_.landings, *sources_[source]);
+      live.set_order(order_of(source, c.epoch, mix_.landings, *sources_[source]));
     }
-    live.document = live.order.at(c.position);
-    live.length = sources_[source]->length(live.document);
+    look(source, c.position);
     if (c.offset < live.length && holdout_.reads(source, live.document) &&
         !(c.offset == 0 && skipped(source, live.document))) {
       return;
@@ -524,14 +633,15 @@ void Mixer::advance(uint64_t step) {
       mix_.cursors.push_back(SourceCursor{});
       mix_.targets.push_back(0);
       live_.emplace_back();
-      live_.back().order = order_of(e.source, 0, mix_.landings, *sources_[e.source]);
+      live_.back().set_order(order_of(e.source, 0, mix_.landings, *sources_[e.source]));
     } else {
       const SourceCursor& c = mix_.cursors[e.source];
       mix_.landings.push_back(Landing{i, e.source, c.epoch, c.position + (c.offset > 0 ? 1 : 0)});
-      live_[e.source].order = order_of(e.source, c.epoch, mix_.landings, *sources_[e.source]);
+      live_[e.source].set_order(order_of(e.source, c.epoch, mix_.landings, *sources_[e.source]));
     }
   }
   applied_ = last;
+  heaps_valid_ = false;
   for (size_t s = 0; s < sources_.size(); ++s) settle(static_cast<uint32_t>(s));
   // Weights: each source's share so far is kept, and the new weights share what comes next.
   if (config.quotas != quotas_) {
@@ -548,14 +658,7 @@ uint64_t Mixer::piece_length(uint32_t source) const {
   return left < piece_tokens_ ? left : piece_tokens_;
 }
 
-Piece Mixer::next() {
-  // WF2Q: among the sources whose service has not run ahead of their share (2^32 c_s <= their
-  // target times 2^32: the share before the weights in force, A_s, plus q_s of the tokens since),
-  // the one whose next piece finishes first in the fluid schedule, the least
-  // (2^32 (c_s + l_s) - A_s) / q_s; the lowest index on a tie. Some source is always eligible:
-  // the shares sum to T. The finish is compared relative to now (each numerator less its
-  // target times 2^32, a term common to all once divided by q_s), which keeps the numerators
-  // within a piece or so of lag times 2^32 and the cross products well inside 128 bits.
+size_t Mixer::choose_linear() const {
   const Wide since = total_ - mix_.base;
   size_t best = sources_.size();
   SignedWide best_finish = 0;
@@ -587,6 +690,133 @@ Piece Mixer::next() {
     }
     if (earlier) best = s, best_finish = finish, best_quota = quotas_[s];
   }
+  return best;
+}
+
+namespace {
+
+// Heap orders (std::push_heap keeps the greatest on top: these say which comes later). Types, not
+// functions, so that the heaps' code inlines them.
+struct LaterEligible {
+  bool operator()(const detail::QueuedSource& a, const detail::QueuedSource& b) const {
+    return a.time != b.time ? a.time > b.time : a.source > b.source;
+  }
+};
+
+struct LaterFinish {
+  const uint64_t* quotas;
+  bool operator()(const detail::QueuedSource& a, const detail::QueuedSource& b) const {
+    if (a.finish != b.finish) return a.finish > b.finish;
+    // Equal quotients: the remainders' fractions, r_a / q_a against r_b / q_b, crossed exactly.
+    const Wide left = Wide{a.remainder} * quotas[b.source];
+    const Wide right = Wide{b.remainder} * quotas[a.source];
+    return left != right ? left > right : a.source > b.source;
+  }
+};
+
+// A binary heap's two moves (the least by `later` on top, as std::push_heap with that order),
+// written out so that the choice between two children is a conditional move, not a branch: the
+// heaps' keys are random, and mispredicted branches were most of a pick's time.
+template <typename Later>
+void heap_push(std::vector<detail::QueuedSource>& heap, detail::QueuedSource item, Later later) {
+  size_t hole = heap.size();
+  heap.push_back(item);
+  while (hole > 0) {
+    const size_t parent = (hole - 1) / 2;
+    if (!later(heap[parent], item)) break;
+    heap[hole] = heap[parent];
+    hole = parent;
+  }
+  heap[hole] = item;
+}
+
+template <typename Later>
+detail::QueuedSource heap_pop(std::vector<detail::QueuedSource>& heap, Later later) {
+  const detail::QueuedSource top = heap.front();
+  const detail::QueuedSource item = heap.back();
+  heap.pop_back();
+  const size_t n = heap.size();
+  if (n == 0) return top;
+  size_t hole = 0;
+  for (;;) {
+    size_t child = 2 * hole + 1;
+    if (child >= n) break;
+    if (child + 1 < n) child += static_cast<size_t>(later(heap[child], heap[child + 1]));
+    if (!later(item, heap[child])) break;
+    heap[hole] = heap[child];
+    hole = child;
+  }
+  heap[hole] = item;
+  return top;
+}
+
+}  // namespace
+
+bool Mixer::wait(uint32_t source) {
+  // With T' the tokens since the weights in force took effect, source s is eligible when
+  // 2^32 c_s <= A_s + q_s T', that is when T' >= ceil((2^32 c_s - A_s) / q_s), and its finish
+  // relative to now, (2^32 (c_s + l_s) - A_s - q_s T') / q_s, orders the sources as
+  // (2^32 (c_s + l_s) - A_s) / q_s does: T' is common to all. Both fractions are exact; both
+  // are near T' (each source near its share), so they fit 64 bits but in states far from it.
+  const SignedWide quota = static_cast<SignedWide>(quotas_[source]);
+  const SignedWide start =
+      static_cast<SignedWide>(Wide{mix_.cursors[source].consumed} << kQuotaBits) -
+      static_cast<SignedWide>(mix_.targets[source]);
+  // One wide division: start = f q + r (0 <= r < q), so ceil(start / q) = f + (r > 0), and the
+  // finish, start + 2^32 l, is f q + (r + 2^32 l): f plus the narrow quotient of r + 2^32 l
+  // (below 2^64: a piece is at most a document, below 2^32 tokens, and r below q <= 2^32).
+  SignedWide f = start / quota;
+  if (f * quota > start) --f;
+  const uint64_t r = static_cast<uint64_t>(start - f * quota);
+  const uint64_t rest = r + (piece_length(source) << kQuotaBits);
+  const uint64_t q64 = quotas_[source];
+  const SignedWide time = f + (r > 0 ? 1 : 0);
+  const SignedWide quotient = f + static_cast<SignedWide>(rest / q64);
+  constexpr SignedWide kMax = INT64_MAX, kMin = INT64_MIN;
+  if (time > kMax || time < kMin || quotient > kMax || quotient < kMin) return false;
+  detail::QueuedSource q;
+  q.source = source;
+  q.time = static_cast<int64_t>(time);
+  q.finish = static_cast<int64_t>(quotient);
+  q.remainder = static_cast<uint32_t>(rest % q64);  // < q_s <= 2^32
+  heap_push(waiting_, q, LaterEligible());
+  return true;
+}
+
+size_t Mixer::choose(bool* queued) {
+  *queued = false;
+  if (!heaps_valid_) {
+    eligible_.clear();
+    waiting_.clear();
+    for (uint32_t s = 0; s < sources_.size(); ++s) {
+      if (!wait(s)) return choose_linear();
+    }
+    heaps_valid_ = true;
+  }
+  const uint64_t since = total_ - mix_.base;
+  const int64_t now = since > INT64_MAX ? INT64_MAX : static_cast<int64_t>(since);
+  const LaterFinish later_finish{quotas_.data()};
+  while (!waiting_.empty() && waiting_.front().time <= now) {
+    heap_push(eligible_, heap_pop(waiting_, LaterEligible()), later_finish);
+  }
+  if (eligible_.empty()) return sources_.size();
+  const uint32_t best = heap_pop(eligible_, later_finish).source;
+  heaps_valid_ = false;  // until next() puts it back with its new keys
+  *queued = true;
+  return best;
+}
+
+Piece Mixer::next() {
+  // WF2Q: among the sources whose service has not run ahead of their share (2^32 c_s <= their
+  // target times 2^32: the share before the weights in force, A_s, plus q_s of the tokens since),
+  // the one whose next piece finishes first in the fluid schedule, the least
+  // (2^32 (c_s + l_s) - A_s) / q_s; the lowest index on a tie. Some source is always eligible:
+  // the shares sum to T. An endless stream keeps the sources in two heaps (choose(), O(log
+  // sources) a piece); a single pass, whose sources drop out as they finish, scans them
+  // (choose_linear(), which compares the finishes relative to now, each numerator less its
+  // target times 2^32, keeping the cross products well inside 128 bits).
+  bool queued = false;
+  const size_t best = holdout_.single_pass ? choose_linear() : choose(&queued);
   if (best == sources_.size()) throw std::logic_error("next: the single pass is exhausted");
   const auto source = static_cast<uint32_t>(best);
   SourceCursor& c = mix_.cursors[source];
@@ -601,6 +831,7 @@ Piece Mixer::next() {
   c.consumed += piece.tokens();
   total_ += piece.tokens();
   settle(source);
+  if (queued) heaps_valid_ = wait(source);
   return piece;
 }
 
@@ -666,18 +897,24 @@ void Mixer::restore(const MixState& state) {
         invalid(where + "epoch = " + std::to_string(c.epoch) + "; a single pass's source is " +
                 "in epoch 0, or done at [1, 0, 0]");
       }
-      live.order = order_of(static_cast<uint32_t>(s), 0, state.landings, *config.sources[s]);
+      live.set_order(order_of(static_cast<uint32_t>(s), 0, state.landings, *config.sources[s]));
       if (total + c.consumed < total) invalid(where + "consumed overflows the total");
       total += c.consumed;
       continue;
     }
-    live.order = order_of(static_cast<uint32_t>(s), c.epoch, state.landings, *config.sources[s]);
+    live.set_order(order_of(static_cast<uint32_t>(s), c.epoch, state.landings, *config.sources[s]));
     if (c.position >= live.order.size()) {
       invalid(where + "position = " + std::to_string(c.position) + "; the source's epoch has " +
               std::to_string(live.order.size()) + " documents");
     }
-    live.document = live.order.at(c.position);
-    live.length = config.sources[s]->length(live.document);
+  }
+  moved.prefetch_next();
+  for (size_t s = 0; s < count; ++s) {
+    const SourceCursor& c = state.cursors[s];
+    const std::string where = "cursors[" + std::to_string(s) + "].";
+    Live& live = moved.live_[s];
+    if (holdout_.single_pass && c.epoch > 0) continue;  // done, counted
+    moved.look(static_cast<uint32_t>(s), c.position);
     if (c.offset >= live.length) {
       invalid(where + "offset = " + std::to_string(c.offset) + " but document " +
               std::to_string(live.document) + " has " + std::to_string(live.length) + " tokens");
@@ -695,6 +932,7 @@ void Mixer::restore(const MixState& state) {
             std::to_string(total));
   }
   moved.total_ = total;
+  moved.heaps_valid_ = false;
   *this = std::move(moved);
 }
 

@@ -167,7 +167,9 @@ DictValue TokenPlan::config(uint64_t sequence) const {
   return out;
 }
 
-PlannedSequence TokenPlan::next() {
+PlannedSequence TokenPlan::next() { return next(/*spans=*/true); }
+
+PlannedSequence TokenPlan::next(bool spans) {
   if (mixer_.changes_by(step())) {
     // The edits take effect before this sequence's first draw. concat: the one piece pending
     // (holding this sequence's first token) was drawn before them, so the anchor before it is
@@ -179,7 +181,7 @@ PlannedSequence TokenPlan::next() {
     }
     mixer_.advance(step());
   }
-  return options_.packing == Packing::kConcat ? next_concat() : next_best_fit();
+  return options_.packing == Packing::kConcat ? next_concat(spans) : next_best_fit(spans);
 }
 
 bool TokenPlan::exhausted() const {
@@ -191,11 +193,12 @@ bool TokenPlan::exhausted() const {
   return left <= offset_ + 1;
 }
 
-PlannedSequence TokenPlan::next_concat() {
+PlannedSequence TokenPlan::next_concat(bool spans) {
   const uint64_t want = sequence_tokens();
   PlannedSequence out;
   out.index = sequence_++;
   if (exhausted()) return out;  // a single pass's padding rows
+  if (spans) out.spans.reserve(16);
   uint64_t have = 0, offset = offset_;
   for (size_t i = 0; have < want; ++i) {
     if (i == pending_.size()) {
@@ -205,7 +208,7 @@ PlannedSequence TokenPlan::next_concat() {
     const Piece& piece = pending_[i];
     const uint64_t begin = piece.begin + (i == 0 ? offset : 0);
     const uint64_t end = std::min(piece.end, begin + (want - have));
-    out.spans.push_back(Span{piece.source, piece.document, begin, end, piece.epoch});
+    if (spans) out.spans.push_back(Span{piece.source, piece.document, begin, end, piece.epoch});
     have += end - begin;
   }
   // The next sequence starts at the last token of this one: L tokens on.
@@ -267,11 +270,14 @@ void TokenPlan::fill_window() {
   next_bin_ = 0;
 }
 
-PlannedSequence TokenPlan::next_best_fit() {
+PlannedSequence TokenPlan::next_best_fit(bool spans) {
   if (next_bin_ == bins_.size() && !mixer_.exhausted()) fill_window();
   PlannedSequence out;
   out.index = sequence_++;
-  if (next_bin_ < bins_.size()) out.spans = bins_[next_bin_++];  // else a single pass's padding
+  if (next_bin_ < bins_.size()) {  // else a single pass's padding
+    if (spans) out.spans = bins_[next_bin_];
+    ++next_bin_;
+  }
   return out;
 }
 
@@ -282,11 +288,11 @@ std::vector<PlannedSequence> TokenPlan::next_step(uint64_t world_size, uint64_t 
                            ", inside a step of " + std::to_string(options_.global_batch));
   }
   std::vector<PlannedSequence> out;
+  out.reserve(mine.count);
   for (uint64_t i = 0; i < options_.global_batch; ++i) {
-    PlannedSequence sequence = next();
-    if (sequence.index >= mine.first && sequence.index < mine.first + mine.count) {
-      out.push_back(std::move(sequence));
-    }
+    const bool kept = sequence_ >= mine.first && sequence_ < mine.first + mine.count;
+    PlannedSequence sequence = next(/*spans=*/kept);  // the others' spans are not built
+    if (kept) out.push_back(std::move(sequence));
   }
   return out;
 }

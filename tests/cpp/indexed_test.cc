@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -15,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "../../src/loader/file.h"
+#include "distsampler/hash.h"
+#include "distsampler/tokens/mix.h"
 #include "temp_dir.h"
 
 namespace distsampler {
@@ -667,6 +671,78 @@ TEST(Indexed, AShardReplacedWhileItsDescriptorWasClosedIsRefused) {
   dir.write("s0.idx", replaced.index.idx());
   expect_runtime_error([&] { source.length(0); }, prefixes[0] + ".idx",
                        "changed since it was opened");
+}
+
+// lengths() of many documents at once, in any order, out of range ones too, equals length() of
+// each, from several threads at once while prefetch() reads ahead (ThreadSanitizer runs this).
+// Under tests/support/read_latency.cc (the ctest entry indexed_slow_reads), every pread is slow:
+// the pages not in the page cache must then be read with the pool's help.
+TEST(Indexed, BatchedLengthsAreEachDocumentsLength) {
+  const TempDir dir;
+  std::vector<std::string> prefixes;
+  constexpr uint64_t kDocuments = 200000;  // a shard's lengths: 195 pages, several reads a batch
+  auto expected = [](uint64_t d) { return static_cast<uint32_t>((d * 7 + d / kDocuments) % 11); };
+  for (uint64_t i = 0; i < 4; ++i) {
+    std::vector<std::vector<int32_t>> docs(kDocuments);
+    for (uint64_t d = 0; d < kDocuments; ++d) {
+      docs[d].assign(expected(i * kDocuments + d), static_cast<int32_t>(i));
+    }
+    prefixes.push_back(write(dir, "s" + std::to_string(i), make_files<int32_t>(4, docs)));
+  }
+  for (const std::string& prefix : prefixes) {  // out of the page cache: reads of them are slow
+    const int fd = ::open((prefix + ".idx").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  const IndexedSource source(prefixes);
+  const uint64_t before = detail::ranges_read_with_help();
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&source, &wrong, &expected, t] {
+      for (uint64_t round = 0; round < 8; ++round) {
+        std::vector<uint64_t> documents(2000);
+        for (size_t k = 0; k < documents.size(); ++k) {
+          documents[k] = hash_at(round * 4 + static_cast<uint64_t>(t), k) % (source.documents() + 10);
+        }
+        std::vector<uint64_t> next(documents.rbegin(), documents.rend());
+        source.prefetch(next.data(), next.size());
+        std::vector<uint32_t> got(documents.size());
+        source.lengths(documents.data(), documents.size(), got.data());
+        for (size_t k = 0; k < documents.size(); ++k) {
+          const uint32_t want = documents[k] < source.documents() ? expected(documents[k])
+                                                                  : DocumentLengths::kAskAlone;
+          if (got[k] != want) ++wrong[static_cast<size_t>(t)];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
+  for (uint64_t d = 0; d < source.documents(); d += 997) ASSERT_EQ(source.length(d), expected(d));
+  if (std::getenv("READ_LATENCY_US") != nullptr) {
+    // Each shard's first batch finds its pages cold (mincore) and slow to read: helped.
+    EXPECT_GT(detail::ranges_read_with_help(), before);
+  }
+}
+
+// A .idx cut short while open: lengths() gives kAskAlone for the documents past its end (never
+// reading a lost page of the mapping), and length() of one of them says what happened.
+TEST(Indexed, LengthsPastAnIdxTruncatedWhileOpenAreAskedAlone) {
+  const TempDir dir;
+  std::vector<std::vector<int32_t>> docs(5000);
+  for (size_t d = 0; d < docs.size(); ++d) docs[d].assign(d % 5, 1);
+  const std::string prefix = write(dir, "cut", make_files<int32_t>(4, docs));
+  const IndexedDataset ds(prefix);
+  ASSERT_EQ(::truncate((prefix + ".idx").c_str(), 34 + 4 * 1500), 0);  // 1,500 lengths left
+  std::vector<uint64_t> documents = {0, 1499, 1500, 4999, 2};
+  std::vector<uint32_t> got(documents.size());
+  ds.lengths(documents.data(), documents.size(), got.data());
+  EXPECT_EQ(got, (std::vector<uint32_t>{0, 4, DocumentLengths::kAskAlone,
+                                        DocumentLengths::kAskAlone, 2}));
+  expect_runtime_error([&] { ds.length(4999); }, prefix + ".idx", "truncated while open");
 }
 
 }  // namespace

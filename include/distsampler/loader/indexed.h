@@ -3,6 +3,7 @@
 #ifndef DISTSAMPLER_LOADER_INDEXED_H_
 #define DISTSAMPLER_LOADER_INDEXED_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@ namespace distsampler {
 
 namespace detail {
 class MappedFile;
+class PageCachedRange;
 class PooledFile;
 }
 
@@ -51,6 +53,15 @@ class IndexedDataset {
   // Tokens of `document`. Throws std::out_of_range when document >= documents(), FormatError when
   // its length is negative.
   uint32_t length(uint64_t document) const;
+  // The lengths of documents[0, n) (DocumentLengths::lengths' contract: kAskAlone for a document
+  // out of range, with a negative length, or past the end of a .idx truncated while open), read
+  // from the lengths block mapped (detail::PageCachedRange: the pages not in the page cache read
+  // together first, several at once when slow).
+  void lengths(const uint64_t* documents, size_t n, uint32_t* out) const;
+  // Starts reading the pages lengths() of these documents needs, in the background (a hint);
+  // wants_prefetch(): whether some page of the lengths has not been seen in memory yet.
+  void prefetch(const uint64_t* documents, size_t n) const;
+  bool wants_prefetch() const;
   uint64_t total_tokens() const { return bin_bytes_ / token_bytes_; }  // O(1)
   int token_bytes() const { return static_cast<int>(token_bytes_); }
   std::string_view dtype_name() const;  // "uint16", "int32", ... (numpy's names)
@@ -81,6 +92,7 @@ class IndexedDataset {
   std::string prefix_;
   std::shared_ptr<const detail::PooledFile> entries_;  // the .idx, read with pread
   std::shared_ptr<const detail::MappedFile> bin_;
+  std::shared_ptr<const detail::PageCachedRange> lengths_;  // sequence_lengths, for lengths()
   uint64_t pointers_offset_ = 0;  // of int64[sequences_] in the .idx; int32 lengths at offset 34
   const unsigned char* tokens_ = nullptr;    // the .bin
   uint64_t bin_bytes_ = 0;
@@ -99,6 +111,9 @@ class IndexedSource {
 
   uint64_t documents() const { return starts_.back(); }
   uint32_t length(uint64_t document) const;  // as IndexedDataset's, numbered across the shards
+  void lengths(const uint64_t* documents, size_t n, uint32_t* out) const;  // the same
+  void prefetch(const uint64_t* documents, size_t n) const;
+  bool wants_prefetch() const;  // true until every shard's lengths were seen in memory
   uint64_t total_tokens() const { return total_tokens_; }
   int token_bytes() const { return shards_.front().token_bytes(); }
   std::string_view dtype_name() const { return shards_.front().dtype_name(); }
@@ -120,6 +135,7 @@ class IndexedSource {
   std::vector<IndexedDataset> shards_;
   std::vector<uint64_t> starts_;  // shards_.size() + 1 entries, from 0 to documents()
   uint64_t total_tokens_ = 0;
+  mutable std::atomic<bool> all_seen_{false};
 };
 
 }  // namespace distsampler

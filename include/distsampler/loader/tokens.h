@@ -29,6 +29,11 @@ class IndexedLengths : public DocumentLengths {
     const uint32_t n = source_->length(document);
     return n + (eod_ && n > 0 ? 1 : 0);
   }
+  void lengths(const uint64_t* documents, size_t n, uint32_t* out) const override;
+  void prefetch(const uint64_t* documents, size_t n) const override {
+    source_->prefetch(documents, n);
+  }
+  bool wants_prefetch() const override { return source_->wants_prefetch(); }
   const IndexedSource& source() const { return *source_; }
   // Tokens [begin, end) of `document` (length() counting the appended EOD) into out.
   void read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const;

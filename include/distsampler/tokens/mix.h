@@ -12,11 +12,16 @@
 // (quota_s = round(2^32 * weight_s / sum of weights), w_s = quota_s / the sum of quotas) and every
 // comparison is exact integer arithmetic, so the stream is the same on every machine.
 //
+// Cost: O(log sources) a piece (two heaps of sources, Mixer::choose; an evaluation stream, whose
+// sources drop out, scans them). Lengths are read a window of positions ahead, many at once
+// (DocumentLengths::lengths), the next window's asked for in the background (prefetch).
+//
 // The mixer's state is one SourceCursor per source: O(sources), never a list of documents.
 #ifndef DISTSAMPLER_TOKENS_MIX_H_
 #define DISTSAMPLER_TOKENS_MIX_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +42,20 @@ class DocumentLengths {
   virtual uint64_t total_tokens() const = 0;
   // Tokens of `document` < documents().
   virtual uint32_t length(uint64_t document) const = 0;
+  // The lengths of documents[0, n) into out[0, n), each what length() gives, or kAskAlone where
+  // that document's length() must be called by itself (it throws the error that explains why):
+  // one call for many documents, so that a source on files reads them together (sorted,
+  // neighbours in one read, several reads in flight) and not one read at a time. The default
+  // calls length() for each.
+  virtual void lengths(const uint64_t* documents, size_t n, uint32_t* out) const;
+  static constexpr uint32_t kAskAlone = UINT32_MAX;
+  // A hint that lengths() of these documents comes soon: a source on files starts reading them in
+  // the background. The default does nothing. wants_prefetch(): whether it would do anything now
+  // (false once every length it holds is in memory: the caller then skips listing documents).
+  virtual void prefetch(const uint64_t* documents, size_t n) const {
+    static_cast<void>(documents), static_cast<void>(n);
+  }
+  virtual bool wants_prefetch() const { return false; }
 };
 
 // DocumentLengths over a vector (tests, and sources whose lengths are known up front).
@@ -46,6 +65,7 @@ class LengthList : public DocumentLengths {
   uint64_t documents() const override { return lengths_.size(); }
   uint64_t total_tokens() const override { return total_; }
   uint32_t length(uint64_t document) const override { return lengths_[document]; }
+  void lengths(const uint64_t* documents, size_t n, uint32_t* out) const override;
 
  private:
   std::vector<uint32_t> lengths_;
@@ -60,12 +80,36 @@ class ConcatLengths : public DocumentLengths {
   uint64_t documents() const override { return starts_.back(); }
   uint64_t total_tokens() const override { return total_; }
   uint32_t length(uint64_t document) const override;
+  void lengths(const uint64_t* documents, size_t n, uint32_t* out) const override;
+  void prefetch(const uint64_t* documents, size_t n) const override;
+  bool wants_prefetch() const override;
 
  private:
   std::vector<std::shared_ptr<const DocumentLengths>> parts_;
   std::vector<uint64_t> starts_;  // part i holds documents [starts_[i], starts_[i + 1])
   uint64_t total_ = 0;
 };
+
+namespace detail {
+// A source in one of the mixer's heaps, with its keys, constant between its picks and the edits:
+// waiting, `time` is when it becomes eligible (ceil((2^32 c_s - A_s) / q_s) tokens since the
+// weights in force took effect); eligible, its next piece's finish (2^32 (c_s + l_s) - A_s) / q_s
+// is `finish` (the floor quotient) and `remainder`.
+struct QueuedSource {
+  int64_t time = 0;
+  int64_t finish = 0;
+  uint32_t remainder = 0;
+  uint32_t source = 0;
+};
+
+// DocumentLengths::lengths over parts numbered one after the other (part i holds documents
+// [starts[i], starts[i + 1])): `read` is called once per part with its documents, renumbered;
+// a document past the last part is kAskAlone (with one part, that part answers for it).
+using PartLengths = std::function<void(size_t part, const uint64_t* documents, size_t n,
+                                       uint32_t* out)>;
+void lengths_by_part(const std::vector<uint64_t>& starts, const uint64_t* documents, size_t n,
+                     uint32_t* out, const PartLengths& read);
+}  // namespace detail
 
 // Held-out splits (Megatron's `split`, "969,30,1"): each document of each source belongs to one
 // of train / validation / test by a hash of (source index, document number), never by position,
@@ -183,6 +227,12 @@ class Mixer {
   static constexpr int kQuotaBits = 32;
   // At most this many sources.
   static constexpr uint64_t kMaxSources = uint64_t{1} << 20;
+  // Lengths read ahead: a source's first read covers kFirstReadAhead positions of its order, each
+  // next one twice the last, up to kReadAheadEntries / sources (at least kFirstReadAhead, at most
+  // kMaxReadAhead): 12 bytes each, at most 12 MB for all sources (more only past 65,536 sources).
+  static constexpr uint64_t kFirstReadAhead = 16;
+  static constexpr uint64_t kMaxReadAhead = 16384;
+  static constexpr uint64_t kReadAheadEntries = uint64_t{1} << 20;
 
   // Throws std::invalid_argument naming the parameter: no sources, more than kMaxSources, a
   // weight count other than the source count, a weight that is not finite and positive or below
@@ -251,13 +301,28 @@ class Mixer {
     };
     FeistelPermutation base;
     std::vector<Part> parts;
-    uint64_t size() const;
+    uint64_t size() const {
+      return parts.empty() ? base.size() : parts.back().start + parts.back().rest.size();
+    }
     uint64_t at(uint64_t position) const;
+    void gather(uint64_t first, uint64_t count, uint64_t* out) const;  // at(first + i)
   };
   struct Live {  // per source: the current epoch's order and the next piece's document
     EpochOrder order;
     uint64_t document = 0;
     uint64_t length = 0;  // tokens of `document`
+    // Read ahead: the documents at positions [ahead_from, ahead_from + ahead.size()) of `order`
+    // and their lengths (kAskAlone: ask length()). A cache of pure functions of the order and
+    // the lengths, never state; emptied when `order` changes.
+    uint64_t ahead_from = 0;
+    std::vector<uint64_t> ahead_documents;
+    std::vector<uint32_t> ahead;
+    uint64_t window = 0;  // positions the last read ahead covered
+    void set_order(EpochOrder o) {
+      order = std::move(o);
+      ahead_documents.clear();
+      ahead.clear();
+    }
   };
   // What is in force at a step, a pure function of the options and the edits.
   struct Config {
@@ -270,10 +335,27 @@ class Mixer {
   uint64_t first_documents(uint32_t source) const;  // documents it started with
   EpochOrder order_of(uint32_t source, uint64_t epoch, const std::vector<Landing>& landings,
                       const DocumentLengths& lengths) const;
+  // Sets live_[source]'s document and length to those at `position` of its order, reading the
+  // lengths of the positions after it ahead (kFirstReadAhead positions, doubling each time).
+  void look(uint32_t source, uint64_t position);
+  // Asks every source to read its next kFirstReadAhead positions' lengths in the background, so
+  // that the sources' first reads (a plan made or restored) are in flight together.
+  void prefetch_next() const;
   void settle(uint32_t source);  // skip empty, skipped and held-out documents, enter the next
                                  // epoch (a single pass: mark the source done), refresh live_
   bool has_subset_tokens(uint32_t source, const DocumentLengths& lengths) const;
   uint64_t piece_length(uint32_t source) const;
+  // WF2Q's choice (next()'s comment): by the linear scan (a single pass, whose sources drop out),
+  // or by the two heaps below in O(log sources).
+  // choose(): *queued when the heaps chose (their keys fit 64 bits), the choice then taken off.
+  size_t choose_linear() const;
+  size_t choose(bool* queued);
+  bool wait(uint32_t source);  // pushes `source` on waiting_ with its keys; false: they don't fit
+
+  // Heaps (std::push_heap's, the least key on top): the eligible sources by (finish, index), the
+  // others by (time, index). Rebuilt after an edit or a restore (heaps_valid_ false).
+  std::vector<detail::QueuedSource> eligible_, waiting_;
+  bool heaps_valid_ = false;
 
   std::vector<std::shared_ptr<const DocumentLengths>> initial_;
   std::vector<double> initial_weights_;

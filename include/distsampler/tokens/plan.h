@@ -151,8 +151,9 @@ class TokenPlan {
 
  private:
   void fill_window();
-  PlannedSequence next_concat();
-  PlannedSequence next_best_fit();
+  PlannedSequence next(bool spans);  // without its spans when !spans (another rank's)
+  PlannedSequence next_concat(bool spans);
+  PlannedSequence next_best_fit(bool spans);
 
   TokenPlanOptions options_;
   DictValue config_;
