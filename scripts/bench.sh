@@ -10,7 +10,9 @@
 # megatron-core's BlendedDataset + GPTDataset index build (from .venv) and Grain's packing against
 # `distsampler tokens plan` on 100 Megatron-format sources written to build/tokens-bench (about
 # 3.5 GB on disk, kept between runs), the "Token streams" section of docs/benchmarks.md, and
-# bench/tokens_blend_change.py: Megatron's blend weights changed at a resume against ours.
+# bench/tokens_blend_change.py: Megatron's blend weights changed at a resume against ours, and
+# bench/tokens_plan.py: the planner warm, cold and behind a slow file system against the one
+# before issue 41 (sources in build/tokens-plan-bench, about 4 GB).
 # With DISTSAMPLER_MEGATRON_LM naming a Megatron-LM source at core_v0.16.1 (fetched locally, never
 # committed), bench/tokens_prepare.py: `python -m distsampler.prepare` against its
 # tools/preprocess_data.py and datatrove's tokenizer, from .venv-prepare
@@ -40,6 +42,10 @@ if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
     # Megatron's blend weights changed at a resume, against ours (seconds; megatron-core's venv).
     "$torch2_python" bench/tokens_blend_change.py --distsampler build/bin/distsampler \
       --write docs/benchmarks.md
+    # Planning the token stream (issue 41): warm, cold and behind 1 ms a read, against the
+    # planner before issue 41, built from its commit in build/tokens-plan-bench/baseline.
+    cmake --build build --target read_latency
+    "$torch2_python" bench/tokens_plan.py --build build --write docs/benchmarks.md
     if [ -n "${DISTSAMPLER_MEGATRON_LM:-}" ]; then
       PYTHONPATH=build/python "$(ensure_prepare_bench_venv)" bench/tokens_prepare.py \
         --megatron-lm "$DISTSAMPLER_MEGATRON_LM" --write docs/benchmarks.md

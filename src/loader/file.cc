@@ -17,6 +17,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -441,6 +442,22 @@ void read_ranges(const PooledFile& file, const std::vector<Range>& ranges, const
   parallel_for(next, ranges.size(), read);
 }
 
+namespace {
+
+// The PageCachedRanges alive in this process, and the pages they may have mapped in all.
+struct MappedRanges {
+  std::mutex lock;
+  std::set<const PageCachedRange*> live;
+  std::atomic<uint64_t> pages{0};
+};
+
+MappedRanges& mapped_ranges() {
+  static auto* ranges = new MappedRanges;  // never destroyed: ranges in static objects outlive it
+  return *ranges;
+}
+
+}  // namespace
+
 PageCachedRange::PageCachedRange(std::shared_ptr<const PooledFile> file, uint64_t begin,
                                  uint64_t end)
     : file_(std::move(file)), end_(end), readable_end_(end) {
@@ -455,11 +472,21 @@ PageCachedRange::PageCachedRange(std::shared_ptr<const PooledFile> file, uint64_
   const uint64_t pages = (length_ + page_ - 1) / page_;
   resident_ = std::make_unique<std::atomic<uint64_t>[]>((pages + 63) / 64);
   unseen_.store(pages, std::memory_order_relaxed);
+  MappedRanges& all = mapped_ranges();
+  std::lock_guard<std::mutex> hold(all.lock);
+  all.live.insert(this);
   for (uint64_t w = 0; w < (pages + 63) / 64; ++w) resident_[w].store(0, std::memory_order_relaxed);
 }
 
 PageCachedRange::~PageCachedRange() {
-  if (base_ != nullptr) ::munmap(base_, static_cast<size_t>(length_));
+  if (base_ == nullptr) return;
+  MappedRanges& all = mapped_ranges();
+  {
+    std::lock_guard<std::mutex> hold(all.lock);
+    all.live.erase(this);
+    all.pages.fetch_sub(mapped_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  ::munmap(base_, static_cast<size_t>(length_));
 }
 
 bool PageCachedRange::seen(uint64_t page) const {
@@ -546,6 +573,27 @@ void PageCachedRange::prefetch(const uint64_t* offsets, size_t n) const {
       if (got < r.bytes) self->cut(r.offset + got);
       self->mark((r.offset - self->first_) / self->page_, r.offset + r.bytes);
     });
+  }
+}
+
+
+void PageCachedRange::mapped(uint64_t pages) const {
+  pages = std::min(pages, this->pages());
+  const uint64_t before = mapped_.load(std::memory_order_relaxed);
+  const uint64_t now = std::min(before + pages, this->pages());
+  mapped_.store(now, std::memory_order_relaxed);
+  MappedRanges& all = mapped_ranges();
+  if (all.pages.fetch_add(now - before, std::memory_order_relaxed) + (now - before) <=
+      kMappedBudget) {
+    return;
+  }
+  std::lock_guard<std::mutex> hold(all.lock);
+  for (const PageCachedRange* range : all.live) {
+    if (range->base_ != nullptr) {
+      ::madvise(range->base_, static_cast<size_t>(range->length_), MADV_DONTNEED);
+    }
+    all.pages.fetch_sub(range->mapped_.exchange(0, std::memory_order_relaxed),
+                        std::memory_order_relaxed);
   }
 }
 

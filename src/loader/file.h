@@ -128,6 +128,14 @@ class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
   // dropped when many wait already). The range must be owned by a shared_ptr.
   void prefetch(const uint64_t* offsets, size_t n) const;
   const unsigned char* at(uint64_t offset) const { return base_ + (offset - first_); }
+  uint64_t pages() const { return (length_ + page_ - 1) / page_; }
+  // After reads through at() that may have mapped up to `pages` pages of this range into the
+  // process (a fault maps a block of pages around it): once the pages all ranges may have mapped
+  // exceed kMappedBudget, every range's mappings are dropped (madvise MADV_DONTNEED; the page
+  // cache keeps the pages, and the next read maps them again), so that a process's RSS holds at
+  // most about kMappedBudget of the ranges' pages whatever their sizes.
+  void mapped(uint64_t pages) const;
+  static constexpr uint64_t kMappedBudget = uint64_t{1} << 14;  // pages: 64 MB of 4 KB pages
   // Whether every page has been seen resident (or read) already.
   bool all_seen() const { return unseen_.load(std::memory_order_relaxed) == 0; }
 
@@ -148,6 +156,7 @@ class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
   std::unique_ptr<std::atomic<uint64_t>[]> resident_;  // a bit per page, once seen resident
   mutable std::atomic<uint64_t> readable_end_;
   mutable std::atomic<uint64_t> unseen_{0};  // pages not yet seen
+  mutable std::atomic<uint64_t> mapped_{0};  // pages it may have mapped since its last drop
 };
 
 constexpr int kSlowReadMicroseconds = 50;

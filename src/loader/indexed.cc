@@ -288,17 +288,63 @@ void IndexedDataset::lengths(const uint64_t* documents, size_t n, uint32_t* out)
   thread_local std::vector<uint64_t> offsets;
   offsets.clear();
   for (size_t i = 0; i < n; ++i) {
+    out[i] = DocumentLengths::kAskAlone;
     if (documents[i] < sequences_) offsets.push_back(kHeaderBytes + 4 * documents[i]);
   }
-  const uint64_t readable = offsets.empty() ? 0 : lengths_->prepare(offsets.data(), offsets.size());
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = DocumentLengths::kAskAlone;
-    if (documents[i] >= sequences_) continue;
-    const uint64_t at = kHeaderBytes + 4 * documents[i];
-    if (at + 4 > readable) continue;  // truncated while open: length() says so
-    const int32_t length = load<int32_t>(lengths_->at(at));
-    if (length >= 0) out[i] = static_cast<uint32_t>(length);
+  if (offsets.empty()) return;
+  if (offsets.size() * kDense >= lengths_->pages()) {
+    // Read through the mapping, when the documents are dense enough (kDense pages or fewer each)
+    // that the faults, each mapping a block of pages around it (the kernel's fault-around), are
+    // few for them; what the process has mapped is kept within a budget (mapped()).
+    const uint64_t readable = lengths_->prepare(offsets.data(), offsets.size());
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t at = kHeaderBytes + 4 * documents[i];
+      if (documents[i] >= sequences_ || at + 4 > readable) continue;  // past the end: length()
+      const int32_t length = load<int32_t>(lengths_->at(at));
+      if (length >= 0) out[i] = static_cast<uint32_t>(length);
+    }
+    lengths_->mapped(kFaultAround * offsets.size());
+    return;
   }
+  // Else (documents too few for their faults) read with pread, the pages in order, neighbours
+  // (kReadGap bytes apart or less) in one read, several at once when slow (read_ranges).
+  thread_local std::vector<uint64_t> sorted;  // offset << 20 | i while they fit, else unsorted
+  sorted.clear();
+  const bool packed = n <= (size_t{1} << 20) && kHeaderBytes + 4 * sequences_ <= (uint64_t{1} << 44);
+  std::vector<std::pair<uint64_t, size_t>> pairs;
+  if (packed) {
+    for (size_t i = 0; i < n; ++i) {
+      if (documents[i] < sequences_) sorted.push_back((kHeaderBytes + 4 * documents[i]) << 20 | i);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    for (uint64_t p : sorted) pairs.push_back({p >> 20, p & ((uint64_t{1} << 20) - 1)});
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      if (documents[i] < sequences_) pairs.push_back({kHeaderBytes + 4 * documents[i], i});
+    }
+    std::sort(pairs.begin(), pairs.end());
+  }
+  std::vector<detail::Range> ranges;
+  std::vector<size_t> run_start;  // index in `pairs` of each range's first offset
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const uint64_t at = pairs[k].first;
+    if (!ranges.empty() && at <= ranges.back().offset + ranges.back().bytes + kReadGap &&
+        at + 4 - ranges.back().offset <= detail::Range::kMaxBytes) {
+      ranges.back().bytes = at + 4 - ranges.back().offset;
+    } else {
+      ranges.push_back(detail::Range{at, 4});
+      run_start.push_back(k);
+    }
+  }
+  run_start.push_back(pairs.size());
+  detail::read_ranges(*entries_, ranges, [&](size_t r, const unsigned char* data, uint64_t got) {
+    for (size_t k = run_start[r]; k < run_start[r + 1]; ++k) {
+      const uint64_t at = pairs[k].first - ranges[r].offset;
+      if (at + 4 > got) continue;  // truncated while open: length() says so
+      const int32_t length = load<int32_t>(data + at);
+      if (length >= 0) out[pairs[k].second] = static_cast<uint32_t>(length);
+    }
+  });
 }
 
 void IndexedDataset::prefetch(const uint64_t* documents, size_t n) const {

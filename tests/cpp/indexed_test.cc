@@ -747,5 +747,42 @@ TEST(Indexed, LengthsPastAnIdxTruncatedWhileOpenAreAskedAlone) {
   expect_runtime_error([&] { ds.length(4999); }, prefix + ".idx", "truncated while open");
 }
 
+// Documents too few for the pages of their lengths (fewer than one per kDense pages: each fault on
+// the mapping would map a block of pages around it for one length): lengths() reads those with
+// pread. The same answers, and past the end of a .idx truncated while open, kAskAlone.
+TEST(Indexed, LengthsOfFewDocumentsOfALargeShardAreReadWithPread) {
+  const TempDir dir;
+  constexpr uint64_t kDocuments = 4300000;  // 4,200 pages of lengths
+  constexpr uint64_t kAsked = 500;
+  ASSERT_LT(kAsked * IndexedDataset::kDense, 4 * kDocuments / 4096);
+  Index index;
+  index.documents.push_back(0);
+  int64_t bytes = 0;
+  for (uint64_t d = 0; d < kDocuments; ++d) {
+    index.lengths.push_back(static_cast<int32_t>(d % 3));
+    index.pointers.push_back(bytes);
+    bytes += 4 * static_cast<int64_t>(d % 3);
+    index.documents.push_back(static_cast<int64_t>(d + 1));
+  }
+  const std::string prefix = write(dir, "big", index.idx(), Bytes(static_cast<size_t>(bytes), 0));
+  const IndexedDataset ds(prefix);
+  std::vector<uint64_t> documents;
+  for (uint64_t k = 0; k < kAsked; ++k) documents.push_back(hash_at(7, k) % (kDocuments + 5));
+  std::vector<uint32_t> got(documents.size());
+  ds.lengths(documents.data(), documents.size(), got.data());
+  for (size_t k = 0; k < documents.size(); ++k) {
+    const uint32_t want = documents[k] < kDocuments ? static_cast<uint32_t>(documents[k] % 3)
+                                                    : DocumentLengths::kAskAlone;
+    ASSERT_EQ(got[k], want) << "document " << documents[k];
+  }
+  ASSERT_EQ(::truncate((prefix + ".idx").c_str(), 34 + 4 * 2000000), 0);
+  ds.lengths(documents.data(), documents.size(), got.data());
+  for (size_t k = 0; k < documents.size(); ++k) {
+    const uint32_t want = documents[k] < 2000000 ? static_cast<uint32_t>(documents[k] % 3)
+                                                 : DocumentLengths::kAskAlone;
+    ASSERT_EQ(got[k], want) << "document " << documents[k] << " after the truncation";
+  }
+}
+
 }  // namespace
 }  // namespace distsampler
