@@ -18,6 +18,7 @@
 
 #include "distsampler/hash.h"
 #include "distsampler/tokens/plan.h"
+#include "mix_edits.h"
 
 namespace distsampler {
 namespace {
@@ -54,33 +55,9 @@ TokenPlanOptions options(Packing packing, std::vector<MixEdit> edits) {
   return o;
 }
 
-MixEdit change(uint64_t step, std::vector<double> weights, uint64_t until = 0) {
-  MixEdit e;
-  e.step = step;
-  e.until = std::max(step, until);
-  e.weights = std::move(weights);
-  e.label = "change@" + std::to_string(step);
-  return e;
-}
-
-MixEdit append(uint64_t step, uint32_t source, std::shared_ptr<const DocumentLengths> documents) {
-  MixEdit e;
-  e.kind = MixEdit::Kind::kAppend;
-  e.step = step;
-  e.source = source;
-  e.documents = std::move(documents);
-  e.label = "append@" + std::to_string(step);
-  return e;
-}
-
-MixEdit skip(uint64_t step, std::vector<std::pair<uint32_t, uint64_t>> documents) {
-  MixEdit e;
-  e.kind = MixEdit::Kind::kSkip;
-  e.step = step;
-  e.skip = std::move(documents);
-  e.label = "skip@" + std::to_string(step);
-  return e;
-}
+using testing_edits::append;
+using testing_edits::change;
+using testing_edits::skip;
 
 // The global sequences of `steps` steps read by W ranks, each rank with its own plan (as the
 // ranks of a job do), the first `resume_at` steps on W ranks and the rest on W' ranks resumed

@@ -21,6 +21,7 @@
 
 #include "distsampler/hash.h"
 #include "distsampler/tokens/plan.h"
+#include "mix_edits.h"
 #include "golden.h"
 
 namespace distsampler {
@@ -48,33 +49,9 @@ struct Case {
   uint64_t steps = 0;
 };
 
-MixEdit change(uint64_t step, std::vector<double> weights, uint64_t until = 0) {
-  MixEdit e;
-  e.step = step;
-  e.until = std::max(step, until);
-  e.weights = std::move(weights);
-  e.label = "change@" + std::to_string(step);
-  return e;
-}
-
-MixEdit append(uint64_t step, uint32_t source, std::shared_ptr<const DocumentLengths> documents) {
-  MixEdit e;
-  e.kind = MixEdit::Kind::kAppend;
-  e.step = step;
-  e.source = source;
-  e.documents = std::move(documents);
-  e.label = "append@" + std::to_string(step);
-  return e;
-}
-
-MixEdit skip(uint64_t step, std::vector<std::pair<uint32_t, uint64_t>> documents) {
-  MixEdit e;
-  e.kind = MixEdit::Kind::kSkip;
-  e.step = step;
-  e.skip = std::move(documents);
-  e.label = "skip@" + std::to_string(step);
-  return e;
-}
+using testing_edits::append;
+using testing_edits::change;
+using testing_edits::skip;
 
 std::vector<double> weights_of(uint64_t key, size_t count, bool tied) {
   std::vector<double> out(count, 1.0);
