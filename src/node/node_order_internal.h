@@ -101,6 +101,15 @@ struct Fd {
 
 // Counts a fallback; the first one in the process prints why on stderr.
 void warn_fallback(const std::string& why);
+// A hash of `text` from `h`, and a value in 16 hex digits: the parts of a socket's name.
+uint64_t hash_text(const std::string& text, uint64_t h);
+std::string hex(uint64_t v);
+// One byte over a connected Unix socket, with descriptor `fd` attached unless it is -1: whether it
+// was sent.
+bool send_byte(int sock, unsigned char byte, int fd);
+// One byte from a connected Unix socket into `byte`, and the descriptor attached to it into
+// `fd` (left empty when none): false when no byte came.
+bool receive_byte(int sock, unsigned char* byte, Fd* fd);
 // `what`: strerror(errno).
 std::string errno_text(const std::string& what);
 // What a segment of (options, epoch) must hold; throws on seed + epoch overflow.

@@ -38,22 +38,8 @@ std::pair<int, Fd> ask(const NodeGroup& group, const Request& request) {
     return {-errno, Fd()};
   }
   unsigned char reply = 0;
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec io{&reply, 1};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  if (recvmsg(sock.fd, &message, MSG_CMSG_CLOEXEC) != 1) return {-ECONNRESET, Fd()};
   Fd received;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      received = Fd(fd);
-    }
-  }
+  if (!receive_byte(sock.fd, &reply, &received)) return {-ECONNRESET, Fd()};
   if (reply == kReady && received.fd < 0) return {-EPROTO, Fd()};
   return {reply, std::move(received)};
 }

@@ -16,8 +16,6 @@ std::atomic<uint64_t> g_built{0};
 std::atomic<uint64_t> g_mapped{0};
 std::atomic<uint64_t> g_fallbacks{0};
 
-namespace {
-
 uint64_t hash_text(const std::string& text, uint64_t h) {
   for (unsigned char c : text) h = mix64(h ^ c);
   return mix64(h ^ text.size());
@@ -29,7 +27,42 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-}  // namespace
+bool send_byte(int sock, unsigned char byte, int fd) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec io{&byte, 1};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  if (fd >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  return sendmsg(sock, &message, MSG_NOSIGNAL) == 1;
+}
+
+bool receive_byte(int sock, unsigned char* byte, Fd* fd) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec io{byte, 1};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  if (recvmsg(sock, &message, MSG_CMSG_CLOEXEC) != 1) return false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int received = -1;
+      std::memcpy(&received, CMSG_DATA(c), sizeof received);
+      *fd = Fd(received);
+    }
+  }
+  return true;
+}
 
 uint64_t sample_checksum(const Identity& h, const unsigned char* data) {
   uint64_t sum = mix64(h.magic ^ mix64(h.size ^ mix64(h.torch_seed ^ mix64(h.epoch ^ h.randperm))));

@@ -190,21 +190,7 @@ class Server {
       reply = it->second.failed ? kFailed : kReady;
       fd = it->second.fd.fd;
     }
-    char control[CMSG_SPACE(sizeof(int))] = {};
-    iovec io{&reply, 1};
-    msghdr message{};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    if (reply == kReady) {
-      message.msg_control = control;
-      message.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&message);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    if (sendmsg(conn, &message, MSG_NOSIGNAL) != 1 || reply == kNotYet) return;
+    if (!send_byte(conn, reply, reply == kReady ? fd : -1) || reply == kNotYet) return;
     // A reader outside 1 .. readers_ (another configuration of the node) is served, not counted.
     if (r.reader >= 1 && r.reader <= readers_) ++it->second.fetched[r.reader - 1];
     // Kept after every reader has it: a sampler may ask for the same epoch again (a second pass).
