@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "distsampler/loader/tokens.h"
+#include "distsampler/node/plan_feed.h"
 #include "distsampler/tokens/plan.h"
 
 namespace distsampler {
@@ -63,7 +64,9 @@ std::vector<TokenEdit> token_edits(const Edits& in) {
   return out;
 }
 
-// The plan and the sources it reads, with what made them (for pickling).
+// The plan and the sources it reads, with what made them (for pickling). With a feed
+// (node/plan_feed.h), steps are read from it through `fed`, and `plan` is brought to the fed
+// position only when something needs the plan itself (a checkpoint, a copy).
 struct TokenStreamCore {
   std::vector<std::vector<std::string>> prefixes;
   Edits edits;
@@ -71,6 +74,7 @@ struct TokenStreamCore {
   std::vector<std::vector<std::string>> shards;  // per source: its shards and appended ones
   TokenPlanOptions options;
   std::shared_ptr<TokenPlan> plan;
+  std::shared_ptr<FedTokenPlan> fed;
 
   TokenStreamCore(std::vector<std::vector<std::string>> prefixes_in, TokenPlanOptions options_in,
                   Edits edits_in)
@@ -84,12 +88,44 @@ struct TokenStreamCore {
     options.edits = std::move(run.edits);
     plan = std::make_shared<TokenPlan>(run.sources, options);
   }
-  TokenStreamCore copy() const {
+  // The plan at the position read so far.
+  TokenPlan& synced() { return fed ? fed->plan() : *plan; }
+  uint64_t step() const { return fed ? fed->step() : plan->step(); }
+  void feed_from(std::shared_ptr<PlanFeed> feed) {
+    fed = feed ? std::make_shared<FedTokenPlan>(plan, std::move(feed)) : nullptr;
+  }
+  TokenStreamCore copy() {
     TokenStreamCore out = *this;
-    out.plan = std::make_shared<TokenPlan>(*plan);
+    out.plan = std::make_shared<TokenPlan>(synced());
+    out.feed_from(fed ? fed->feed() : nullptr);
     return out;
   }
+  // This rank's sequences of the next step (spans of the others' are not kept).
+  std::vector<PlannedSequence> next_step(uint64_t world_size, uint64_t rank) {
+    return fed ? fed->next_step(world_size, rank) : plan->next_step(world_size, rank);
+  }
+  TokenPlanState state() { return fed ? fed->state() : plan->state(); }
+  void load(const TokenPlanState& state) {
+    if (fed) {
+      fed->load(state);
+    } else {
+      plan->load(state);
+    }
+  }
 };
+
+// Per source, spans per sequence a feed's slot has room for: twice the average number of
+// documents a sequence crosses, at least 16.
+uint64_t feed_spans_per_sequence(const TokenStreamCore& s) {
+  double documents = 0, tokens = 0;
+  for (const auto& source : s.sources) {
+    documents += static_cast<double>(source->documents());
+    tokens += static_cast<double>(source->total_tokens());
+  }
+  const double per_sequence =
+      tokens > 0 ? static_cast<double>(s.options.seq_len + 1) * documents / tokens : 1;
+  return static_cast<uint64_t>(std::min(4096.0, std::max(16.0, 2 * per_sequence + 2)));
+}
 
 TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
                               uint64_t global_batch, uint64_t seed, const std::string& packing,
@@ -109,31 +145,47 @@ TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
 }
 
 py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, int64_t pad,
-                    const std::string& position_ids) {
+                    const std::string& position_ids,
+                    std::optional<std::vector<std::pair<uint64_t, uint64_t>>> parts) {
   const TokenPositions counted = parse_positions(position_ids, "positions");
-  const uint64_t step = self.plan->step();
+  const uint64_t step = self.step();
+  const uint64_t width = self.options.seq_len + 1;
+  const TokenPlanState before = self.state();
   std::vector<PlannedSequence> mine;
-  TokenRows rows;
   {
     py::gil_scoped_release release;
-    const TokenPlanState before = self.plan->state();
-    mine = self.plan->next_step(world_size, rank);
-    try {
-      rows = read_token_rows(self.sources, mine, self.options.seq_len + 1, pad, counted);
-    } catch (...) {
-      self.plan->load(before);  // a failed read leaves the plan where it was
-      throw;
+    mine = self.next_step(world_size, rank);
+  }
+  py::array_t<int64_t> tokens, positions;
+  py::array_t<int32_t> segments;
+  try {
+    if (parts) {  // only these rows of this rank's share: (first, count) each, in order
+      std::vector<PlannedSequence> chosen;
+      for (const auto& [first, count] : *parts) {
+        if (first > mine.size() || count > mine.size() - first) {
+          throw std::invalid_argument("parts: rows [" + std::to_string(first) + ", +" +
+                                      std::to_string(count) + ") of a share of " +
+                                      std::to_string(mine.size()));
+        }
+        chosen.insert(chosen.end(), mine.begin() + static_cast<std::ptrdiff_t>(first),
+                      mine.begin() + static_cast<std::ptrdiff_t>(first + count));
+      }
+      mine = std::move(chosen);
     }
+    const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(mine.size()),
+                                            static_cast<py::ssize_t>(width)};
+    tokens = py::array_t<int64_t>(shape);
+    positions = py::array_t<int64_t>(shape);
+    segments = py::array_t<int32_t>(shape);
+    TokenRowsOut out{tokens.mutable_data(), positions.mutable_data(), segments.mutable_data()};
+    py::gil_scoped_release release;
+    read_token_rows(self.sources, mine, width, pad, counted, out);
+  } catch (...) {
+    self.load(before);  // a failed read leaves the plan where it was
+    throw;
   }
   std::vector<uint64_t> sequences;
   for (const PlannedSequence& s : mine) sequences.push_back(s.index);
-  const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(rows.rows),
-                                          static_cast<py::ssize_t>(rows.width)};
-  py::array_t<int64_t> tokens(shape), positions(shape);
-  py::array_t<int32_t> segments(shape);
-  std::copy(rows.tokens.begin(), rows.tokens.end(), tokens.mutable_data());
-  std::copy(rows.positions.begin(), rows.positions.end(), positions.mutable_data());
-  std::copy(rows.segments.begin(), rows.segments.end(), segments.mutable_data());
   return py::make_tuple(step, to_array(sequences), tokens, positions, segments);
 }
 
@@ -183,6 +235,37 @@ void bind_tokens(py::module_& m) {
       },
       py::arg("global_batch"), py::arg("world_size"), py::arg("rank"), py::arg("step"),
       "(first, count): the global sequences rank `rank` of `world_size` reads at `step`");
+  m.def(
+      "varlen_metadata",
+      [](py::array_t<int32_t, py::array::forcecast> segments) {
+        if (segments.ndim() != 2) {
+          throw std::invalid_argument("segment_ids: " + std::to_string(segments.ndim()) +
+                                      " dimensions; rows of segment ids have 2");
+        }
+        const py::ssize_t rows = segments.shape(0), width = segments.shape(1);
+        py::array_t<int32_t, py::array::c_style | py::array::forcecast> dense(segments);
+        VarlenMetadata v;
+        {
+          py::gil_scoped_release release;
+          v = varlen_metadata(dense.data(), static_cast<uint64_t>(rows),
+                              static_cast<uint64_t>(width), static_cast<uint64_t>(width));
+        }
+        return py::make_tuple(to_array(v.cu_seqlens), v.max_seqlen);
+      },
+      py::arg("segment_ids"),
+      "(cu_seqlens int32, max_seqlen) of rows of segment ids (loader/tokens.h's "
+      "varlen_metadata)");
+  m.def(
+      "plan_feed_counts",
+      [] {
+        const PlanFeedCounts c = plan_feed_counts();
+        return py::dict(py::arg("planned") = c.planned, py::arg("read") = c.read,
+                        py::arg("fallback") = c.fallback, py::arg("served") = c.served,
+                        py::arg("attached") = c.attached);
+      },
+      "This process's plan feed counts (node/plan_feed.h): steps its feed threads planned, "
+      "steps read from a feed, steps planned by a reader because the feed did not hold them, "
+      "descriptors served to other local ranks, feeds mapped from another process");
   py::class_<TokenStreamCore>(m, "TokenPlan",
                               "The global stream of training sequences over Megatron indexed "
                               "sources (tokens/plan.h), read a step at a time")
@@ -207,30 +290,36 @@ void bind_tokens(py::module_& m) {
                              "Per source (new ones included), its shard prefixes followed by "
                              "those its appends add, numbered as the plan numbers them")
       .def_property_readonly("exhausted",
-                             [](const TokenStreamCore& s) { return s.plan->exhausted(); },
+                             [](TokenStreamCore& s) { return s.synced().exhausted(); },
                              "A single pass (subset valid or test): every token of the subset "
                              "has been planned")
-      .def_property_readonly("step", [](const TokenStreamCore& s) { return s.plan->step(); })
+      .def_property_readonly("step", [](const TokenStreamCore& s) { return s.step(); })
       .def_property_readonly("sequence",
-                             [](const TokenStreamCore& s) { return s.plan->sequence(); })
+                             [](const TokenStreamCore& s) {
+                               return s.fed ? s.fed->state().sequence : s.plan->sequence();
+                             })
       .def("copy", &TokenStreamCore::copy)
       .def("read_step", &read_step, py::arg("world_size"), py::arg("rank"), py::arg("pad_token"),
-           py::arg("positions") = "segment",
-           "(step, sequences, tokens, positions, segments) of this rank's share of the next step; "
-           "rows of seq_len + 1; positions counted from each segment's first token ('segment') "
-           "or each document's ('document')")
+           py::arg("positions") = "segment", py::arg("parts") = py::none(),
+           "(step, sequences, tokens, positions, segments) of this rank's share of the next step "
+           "(or of its rows `parts`, (first, count) pairs); rows of seq_len + 1; positions counted "
+           "from each segment's first token ('segment') or each document's ('document')")
       .def(
           "skip_step",
           [](TokenStreamCore& self, uint64_t world_size, uint64_t rank) {
             py::gil_scoped_release release;
-            self.plan->next_step(world_size, rank);
+            if (self.fed) {
+              self.fed->skip_step();
+            } else {
+              self.plan->next_step(world_size, rank);
+            }
           },
           py::arg("world_size"), py::arg("rank"), "Plans the next step without reading it")
       .def(
           "plan_step",
           [](TokenStreamCore& self, uint64_t world_size, uint64_t rank) {
             std::vector<py::tuple> out;
-            for (const PlannedSequence& s : self.plan->next_step(world_size, rank)) {
+            for (const PlannedSequence& s : self.next_step(world_size, rank)) {
               std::vector<py::tuple> spans;
               for (const Span& x : s.spans) {
                 spans.push_back(py::make_tuple(x.source, x.document, x.begin, x.end, x.epoch));
@@ -244,26 +333,44 @@ void bind_tokens(py::module_& m) {
           "rank's share of the next step")
       .def(
           "state_dict",
-          [](const TokenStreamCore& s, uint64_t world_size) {
-            return from_dict_value(s.plan->state_dict(world_size));
+          [](TokenStreamCore& s, uint64_t world_size) {
+            return from_dict_value(s.synced().state_dict(world_size));
           },
           py::arg("world_size"))
       .def(
           "load_state_dict",
           [](TokenStreamCore& s, const py::handle& state) {
-            s.plan->load_state_dict(to_dict_value(state));
+            s.synced().load_state_dict(to_dict_value(state));
+            s.fed = nullptr;  // a feed starts where the plan stands: the next start_feed
           },
           py::arg("state"))
+      .def(
+          "start_feed",
+          [](TokenStreamCore& s, uint64_t ahead, std::optional<NodeGroup> group) {
+            TokenPlan& plan = s.synced();
+            PlanFeedOptions o;
+            o.ahead = ahead;
+            o.spans_per_sequence = feed_spans_per_sequence(s);
+            s.feed_from(group ? PlanFeed::for_node(plan, *group, o) : PlanFeed::start(plan, o));
+          },
+          py::arg("ahead"), py::arg("group") = py::none(),
+          "Plans the next steps ahead on a thread (node/plan_feed.h): this process's, or with "
+          "`group` (a NodeGroup) local rank 0's for the whole node; the steps are read from it")
+      .def_property_readonly("feeding", [](const TokenStreamCore& s) { return bool(s.fed); },
+                             "Whether steps are read from a plan feed")
       .def(py::pickle(
-          [](const TokenStreamCore& s) {
+          [](TokenStreamCore& s) {
             const TokenPlanOptions& o = s.options;
             return py::make_tuple(s.prefixes, o.weights, o.seq_len, o.global_batch, o.seed,
                                   std::string(to_string(o.packing)), o.window,
-                                  from_dict_value(s.plan->state_dict(1)), s.edits.changes,
+                                  from_dict_value(s.synced().state_dict(1)), s.edits.changes,
                                   s.edits.ramps, s.edits.appends, s.edits.skips, o.split,
-                                  std::string(to_string(o.subset)), o.appended_eod);
+                                  std::string(to_string(o.subset)), o.appended_eod,
+                                  s.fed ? py::make_tuple(static_cast<int64_t>(s.fed->feed()->pid()),
+                                                         s.fed->feed()->fd())
+                                        : py::object(py::none()));
           },
-          [](const py::tuple& t) {
+          [](py::tuple t) {
             TokenStreamCore s(t[0].cast<std::vector<std::vector<std::string>>>(),
                               make_options(t[1].cast<std::vector<double>>(), t[2].cast<uint64_t>(),
                                            t[3].cast<uint64_t>(), t[4].cast<uint64_t>(),
@@ -274,6 +381,17 @@ void bind_tokens(py::module_& m) {
                               Edits{t[8].cast<Changes>(), t[9].cast<Ramps>(),
                                     t[10].cast<Appends>(), t[11].cast<Skips>()});
             s.plan->load_state_dict(to_dict_value(t[7]));
+            if (t.size() > 15 && !t[15].is_none()) {  // a spawned worker: the feed of its rank
+              const auto [pid, fd] = t[15].cast<std::pair<int64_t, int>>();
+              std::string why;
+              PlanFeedOptions o;
+              o.spans_per_sequence = feed_spans_per_sequence(s);
+              s.feed_from(PlanFeed::attach(static_cast<pid_t>(pid), fd, *s.plan, o, &why));
+              if (!s.fed) {
+                py::module_::import("sys").attr("stderr").attr("write")(
+                    "distsampler: this worker plans its own steps: " + why + "\n");
+              }
+            }
             return s;
           }));
 }

@@ -60,13 +60,23 @@ def varlen_metadata(segment_ids: torch.Tensor) -> Tuple[torch.Tensor, int]:
     segment contiguous within a row): int32 cumulative lengths of the segments in row-major
     order, starting at 0, padding not a segment (flash-attention's varlen layout of the rows'
     non-padding tokens), and the longest segment (0 for none)."""
-    rows, width = segment_ids.shape
-    real = segment_ids >= 0
-    keys = (torch.arange(rows).unsqueeze(1) * (width + 1) + segment_ids.long())[real]
-    lengths = torch.unique_consecutive(keys, return_counts=True)[1]
-    cu_seqlens = torch.zeros(lengths.numel() + 1, dtype=torch.int32)
-    cu_seqlens[1:] = torch.cumsum(lengths, 0)
-    return cu_seqlens, int(lengths.max()) if lengths.numel() else 0
+    cu_seqlens, max_seqlen = _core.varlen_metadata(segment_ids.detach().cpu().numpy())
+    return torch.from_numpy(cu_seqlens), int(max_seqlen)
+
+
+def _one_storage(*tensors: torch.Tensor) -> List[torch.Tensor]:
+    """Copies of `tensors` in one storage, each at an offset aligned to 8 bytes: a DataLoader
+    worker's batch then crosses to the loop as one shared-memory segment, not one per tensor
+    (about half the time per batch, docs/benchmarks.md's loader section)."""
+    sizes = [t.numel() * t.element_size() for t in tensors]
+    buffer = torch.empty(sum((n + 7) // 8 * 8 for n in sizes), dtype=torch.uint8)
+    out, offset = [], 0
+    for t, n in zip(tensors, sizes):
+        view = buffer[offset:offset + n].view(t.dtype).view(t.shape)
+        view.copy_(t)
+        out.append(view)
+        offset += (n + 7) // 8 * 8
+    return out
 
 
 class TokenStream(IterableDataset):  # type: ignore[type-arg]
@@ -112,6 +122,15 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     first steps (a fixed evaluation budget). Without ``split``, an evaluation stream reads every
     document (a separate validation set). :meth:`validation` makes the evaluation stream of a
     training stream.
+
+    Planning (docs/tokens.md, "Planning ahead"): every process would plan the whole global stream.
+    ``planner="node"`` (the default) plans a training stream ``plan_ahead`` steps ahead of the loop
+    on one thread per node, local rank 0's when a launcher gives local ranks (torchrun, mpirun,
+    srun), else this process's; the ranks and their DataLoader workers read each step's sequences
+    from shared memory and read only their own tokens. ``"process"``: a thread of each rank.
+    ``"inline"``: each process plans every step itself as it reads (as 0.1.0 did). The
+    batches are the same whichever; a step the planner does not hold (a rank fallen a ring behind,
+    the planner's process killed) is planned by the reader itself.
     """
 
     def __init__(self, sources: Sequence[Tuple[Prefixes, float]], *, seq_len: int,
@@ -125,8 +144,14 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                  appends: Sequence[Tuple[int, int, Prefixes]] = (),
                  skips: Sequence[Tuple[int, Sequence[Tuple[int, int]]]] = (),
                  split: Optional[Sequence[float]] = None, subset: str = "train",
-                 steps: Optional[int] = None) -> None:
+                 steps: Optional[int] = None, planner: str = "node",
+                 plan_ahead: int = 16) -> None:
         self.world_size, self.rank = _world(world_size, rank)
+        if planner not in ("node", "process", "inline"):
+            raise ValueError(f"planner = {planner!r}: one of 'node', 'process', 'inline'")
+        if not 1 <= plan_ahead <= 1024:
+            raise ValueError(f"plan_ahead = {plan_ahead}: steps planned ahead, in [1, 1024]")
+        self.planner, self.plan_ahead = planner, plan_ahead
         self._args: Dict[str, Any] = dict(
             sources=[(_shards(p), float(w)) for p, w in sources], seq_len=seq_len,
             global_batch=global_batch, seed=seed, packing=packing, window=window,
@@ -134,7 +159,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             eod_token=eod_token, eod_mask_loss=eod_mask_loss, append_eod=append_eod,
             changes=list(changes),
             ramps=list(ramps), appends=[(st, so, _shards(p)) for st, so, p in appends],
-            skips=list(skips), split=None if split is None else [float(f) for f in split])
+            skips=list(skips), split=None if split is None else [float(f) for f in split],
+            planner=planner, plan_ahead=plan_ahead)
         if append_eod and (eod_token is None or eod_token < 0):
             raise ValueError(f"append_eod=True needs eod_token, a token id >= 0 (eod_token = "
                              f"{eod_token})")
@@ -169,7 +195,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         """The next step to read."""
         return int(self._plan.step)
 
-    def _batches(self, plan: Any, worker: int, workers: int) -> Iterator[Dict[str, Any]]:
+    def _batches(self, plan: Any, worker: int, workers: int,
+                 in_worker: bool = False) -> Iterator[Dict[str, Any]]:
         per_step, index = self._per_step, 0
         while True:
             if self.single_pass and (plan.exhausted or index // per_step == self.steps):
@@ -179,21 +206,26 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                 plan.skip_step(self.world_size, self.rank)
                 index += per_step
                 continue
+            parts = None if len(mine) == per_step else [
+                (j * self.micro_batch, self.micro_batch) for j in mine]  # only this worker's rows
             step, sequences, tokens, positions, segments = plan.read_step(
-                self.world_size, self.rank, self.pad_token, self.positions)
-            rows, spans = torch.from_numpy(tokens), torch.from_numpy(segments)
-            for j in mine:
-                part = slice(j * self.micro_batch, (j + 1) * self.micro_batch)
-                if workers == 1:
+                self.world_size, self.rank, self.pad_token, self.positions, parts)
+            for i, j in enumerate(mine):
+                part = slice(i * self.micro_batch, (i + 1) * self.micro_batch)
+                rows, spans = torch.from_numpy(tokens[part]), torch.from_numpy(segments[part])
+                places = torch.from_numpy(positions[part])
+                mask = self._loss_mask(rows, spans)
+                cu_seqlens, max_seqlen = varlen_metadata(spans[:, :-1])
+                numbers = torch.from_numpy(sequences[part].astype("int64"))
+                if in_worker:  # sent to the loop: one storage moves faster than six
+                    rows, places, spans, mask, cu_seqlens, numbers = _one_storage(
+                        rows, places, spans, mask, cu_seqlens, numbers)
+                else:
                     self._received += 1
-                batch: Dict[str, Any] = {"tokens": rows[part, :-1], "labels": rows[part, 1:],
-                                         "loss_mask": self._loss_mask(rows[part], spans[part]),
-                                         "position_ids": torch.from_numpy(positions[part, :-1]),
-                                         "segment_ids": spans[part, :-1]}
-                batch["cu_seqlens"], batch["max_seqlen"] = varlen_metadata(spans[part, :-1])
-                batch.update(sequence=torch.from_numpy(sequences[part].astype("int64")),
-                             step=int(step))
-                yield batch
+                yield {"tokens": rows[:, :-1], "labels": rows[:, 1:], "loss_mask": mask,
+                       "position_ids": places[:, :-1], "segment_ids": spans[:, :-1],
+                       "cu_seqlens": cu_seqlens, "max_seqlen": max_seqlen,
+                       "sequence": numbers, "step": int(step)}
             index += per_step
 
     def _loss_mask(self, rows: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
@@ -208,11 +240,12 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         info = get_worker_info()
         if self.single_pass:  # every pass from the start: the stream itself never moves
             return self._batches(self._plan.copy(), 0 if info is None else info.id,
-                                 1 if info is None else info.num_workers)
+                                 1 if info is None else info.num_workers, info is not None)
         if info is None:  # this process: the plan itself advances as the loop reads
             self._received = 0
+            self._start_feed()
             return self._batches(self._plan, 0, 1)
-        return self._batches(self._plan.copy(), info.id, info.num_workers)
+        return self._batches(self._plan.copy(), info.id, info.num_workers, True)
 
     def loader(self, num_workers: int = 0, **kwargs: Any) -> Iterator[Dict[str, Any]]:
         """A DataLoader over this stream (batch_size=None; worker w of k reads every k-th batch,
@@ -220,6 +253,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         if kwargs.get("persistent_workers"):
             raise ValueError("persistent_workers=True: a stream's workers start from its state "
                              "when the loader starts; make a new loader() after load_state_dict")
+        if num_workers > 0:
+            self._start_feed()  # before the workers start: they read from it
         loader = DataLoader(self, batch_size=None, num_workers=num_workers, **kwargs)
         if num_workers == 0 or self.single_pass:
             yield from loader
@@ -231,6 +266,15 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                 self._plan.skip_step(self.world_size, self.rank)
             self._received = (self._received + 1) % per_step
             yield batch
+
+    def _start_feed(self) -> None:
+        """A training stream's plan feed (planner 'node' or 'process'), once; load_state_dict
+        drops it (the next one starts at the loaded step)."""
+        if self.planner == "inline" or self.single_pass or self._plan.feeding:
+            return
+        group = _core.detect_node_group() if self.planner == "node" else None
+        self._plan.start_feed(self.plan_ahead, group if group and group.local_world_size > 1
+                              else None)
 
     def validation(self, subset: str = "valid", *, global_batch: Optional[int] = None,
                    micro_batch: Optional[int] = None, steps: Optional[int] = None

@@ -251,9 +251,21 @@ TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths
   TokenRows rows;
   rows.rows = sequences.size();
   rows.width = width;
-  rows.tokens.assign(rows.rows * width, pad_token);
-  rows.positions.assign(rows.rows * width, 0);
-  rows.segments.assign(rows.rows * width, -1);
+  rows.tokens.resize(rows.rows * width);
+  rows.positions.resize(rows.rows * width);
+  rows.segments.resize(rows.rows * width);
+  read_token_rows(sources, sequences, width, pad_token, positions,
+                  {rows.tokens.data(), rows.positions.data(), rows.segments.data()});
+  return rows;
+}
+
+void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+                     const std::vector<PlannedSequence>& sequences, uint64_t width,
+                     int64_t pad_token, TokenPositions positions, TokenRowsOut out) {
+  const uint64_t cells = sequences.size() * width;
+  std::fill(out.tokens, out.tokens + cells, pad_token);
+  std::fill(out.positions, out.positions + cells, 0);
+  std::fill(out.segments, out.segments + cells, -1);
   for (size_t r = 0; r < sequences.size(); ++r) {
     const PlannedSequence& sequence = sequences[r];
     if (sequence.tokens() > width) {
@@ -279,14 +291,42 @@ TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths
                                     " reads source " + std::to_string(span.source) + " of " +
                                     std::to_string(sources.size()));
       }
-      sources[span.source]->read(span.document, span.begin, span.end, rows.tokens.data() + at);
+      sources[span.source]->read(span.document, span.begin, span.end, out.tokens + at);
       for (uint64_t t = span.begin; t < span.end; ++t, ++at) {
-        rows.positions[at] = static_cast<int64_t>(t - first);
-        rows.segments[at] = segment;
+        out.positions[at] = static_cast<int64_t>(t - first);
+        out.segments[at] = segment;
       }
     }
   }
-  return rows;
+}
+
+VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t width,
+                               uint64_t row_stride) {
+  VarlenMetadata out;
+  out.cu_seqlens.push_back(0);
+  int64_t total = 0, run = 0;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const int32_t* row = segments + r * row_stride;
+    int32_t last = -1;  // the previous non-padding token's segment in this row
+    for (uint64_t t = 0; t < width; ++t) {
+      if (row[t] < 0) continue;
+      if (run > 0 && row[t] != last) {
+        total += run;
+        out.cu_seqlens.push_back(static_cast<int32_t>(total));
+        out.max_seqlen = std::max(out.max_seqlen, run);
+        run = 0;
+      }
+      last = row[t];
+      ++run;
+    }
+    if (run > 0) {  // a row's last run ends with the row
+      total += run;
+      out.cu_seqlens.push_back(static_cast<int32_t>(total));
+      out.max_seqlen = std::max(out.max_seqlen, run);
+      run = 0;
+    }
+  }
+  return out;
 }
 
 }  // namespace distsampler

@@ -108,6 +108,17 @@ struct TokenRows {
   std::vector<int32_t> segments;
 };
 
+// flash-attention's varlen layout of rows of segment ids (TokenRows::segments, -1 on padding):
+// `cu_seqlens`, the cumulative lengths of the runs of one segment among each row's non-padding
+// tokens, row-major, from 0; `max_seqlen`, the longest run (0 for none). Row r's ids are
+// segments[r * row_stride, + width).
+struct VarlenMetadata {
+  std::vector<int32_t> cu_seqlens;
+  int64_t max_seqlen = 0;
+};
+VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t width,
+                               uint64_t row_stride);
+
 // Reads `sequences` of a plan over `sources` into rows of `width` tokens. Throws
 // std::invalid_argument when a sequence holds more than `width` tokens or names a source that is
 // not there, and what IndexedSource::read throws for a bad file.
@@ -115,6 +126,16 @@ TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths
                           const std::vector<PlannedSequence>& sequences, uint64_t width,
                           int64_t pad_token,
                           TokenPositions positions = TokenPositions::kSegment);
+// The same into arrays of sequences.size() * width values each, which the caller owns (numpy's,
+// in the Python binding: no copy).
+struct TokenRowsOut {
+  int64_t* tokens;
+  int64_t* positions;
+  int32_t* segments;
+};
+void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+                     const std::vector<PlannedSequence>& sequences, uint64_t width,
+                     int64_t pad_token, TokenPositions positions, TokenRowsOut out);
 
 }  // namespace distsampler
 
