@@ -1,5 +1,7 @@
 // bind_tokens.cc: tokens/plan.h and loader/tokens.h: a token plan over Megatron indexed sources,
 // whose steps come back as numpy rows (read with the GIL released).
+#include <exception>
+#include <future>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -64,6 +66,43 @@ std::vector<TokenEdit> token_edits(const Edits& in) {
   return out;
 }
 
+using Parts = std::optional<std::vector<std::pair<uint64_t, uint64_t>>>;
+
+// `mine` cut to the rows `parts` ((first, count) pairs, in order). Throws std::invalid_argument
+// for a part outside it.
+std::vector<PlannedSequence> rows_of(std::vector<PlannedSequence> mine, const Parts& parts) {
+  if (!parts) return mine;
+  std::vector<PlannedSequence> chosen;
+  for (const auto& [first, count] : *parts) {
+    if (first > mine.size() || count > mine.size() - first) {
+      throw std::invalid_argument("parts: rows [" + std::to_string(first) + ", +" +
+                                  std::to_string(count) + ") of a share of " +
+                                  std::to_string(mine.size()));
+    }
+    chosen.insert(chosen.end(), mine.begin() + static_cast<std::ptrdiff_t>(first),
+                  mine.begin() + static_cast<std::ptrdiff_t>(first + count));
+  }
+  return chosen;
+}
+
+// The next step's rows, read from the feed on a thread while the loop trains on this one.
+struct RowsAhead {
+  struct Rows {
+    bool ok = false;  // false: read the step as if nothing was read ahead
+    std::vector<PlannedSequence> mine;
+    TokenPlanState after;
+    TokenRows rows;
+  };
+  uint64_t step = 0, world_size = 0, rank = 0;
+  int64_t pad = 0;
+  TokenPositions positions = TokenPositions::kSegment;
+  Parts parts;
+  std::future<Rows> rows;
+  bool for_(uint64_t s, uint64_t w, uint64_t r, int64_t p, TokenPositions x, const Parts& q) const {
+    return step == s && world_size == w && rank == r && pad == p && positions == x && parts == q;
+  }
+};
+
 // The plan and the sources it reads, with what made them (for pickling). With a feed
 // (node/plan_feed.h), steps are read from it through `fed`, and `plan` is brought to the fed
 // position only when something needs the plan itself (a checkpoint, a copy).
@@ -75,6 +114,7 @@ struct TokenStreamCore {
   TokenPlanOptions options;
   std::shared_ptr<TokenPlan> plan;
   std::shared_ptr<FedTokenPlan> fed;
+  std::shared_ptr<RowsAhead> ahead;  // read_step(read_ahead=True)'s next step
 
   TokenStreamCore(std::vector<std::vector<std::string>> prefixes_in, TokenPlanOptions options_in,
                   Edits edits_in)
@@ -92,9 +132,19 @@ struct TokenStreamCore {
   TokenPlan& synced() { return fed ? fed->plan() : *plan; }
   uint64_t step() const { return fed ? fed->step() : plan->step(); }
   void feed_from(std::shared_ptr<PlanFeed> feed) {
+    drop_ahead();
     fed = feed ? std::make_shared<FedTokenPlan>(plan, std::move(feed)) : nullptr;
   }
+  // Forgets the rows read ahead (waiting for their thread without the GIL): the position moves
+  // another way.
+  void drop_ahead() {
+    if (!ahead) return;
+    py::gil_scoped_release release;
+    if (ahead->rows.valid()) ahead->rows.wait();
+    ahead.reset();
+  }
   TokenStreamCore copy() {
+    drop_ahead();
     TokenStreamCore out = *this;
     out.plan = std::make_shared<TokenPlan>(synced());
     out.feed_from(fed ? fed->feed() : nullptr);
@@ -144,46 +194,96 @@ TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
   return o;
 }
 
+// numpy's array of `values` (moved, not copied) in `shape`.
+template <typename T>
+py::array_t<T> moved_array(std::vector<T>&& values, const std::vector<py::ssize_t>& shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(shape, owned->data(), owner);
+}
+
+// Starts reading step `step`'s rows of `self`'s feed on a thread.
+void read_ahead(TokenStreamCore& self, uint64_t step, uint64_t world_size, uint64_t rank,
+                int64_t pad, TokenPositions positions, const Parts& parts) {
+  auto ahead = std::make_shared<RowsAhead>();
+  ahead->step = step;
+  ahead->world_size = world_size;
+  ahead->rank = rank;
+  ahead->pad = pad;
+  ahead->positions = positions;
+  ahead->parts = parts;
+  const RankSequences share =
+      rank_sequences(self.options.global_batch, world_size, rank, step);
+  ahead->rows = std::async(
+      std::launch::async, [feed = self.fed->feed(), sources = self.sources, step, share,
+                           batch = self.options.global_batch, parts, pad, positions,
+                           width = self.options.seq_len + 1] {
+        RowsAhead::Rows out;
+        try {
+          PlanFeed::Step got;
+          if (!feed->read(step, share.first - step * batch, share.count, true, &got)) return out;
+          out.mine = rows_of(std::move(got.sequences), parts);
+          out.rows = read_token_rows(sources, out.mine, width, pad, positions);
+          out.after = std::move(got.after);
+          out.ok = true;
+        } catch (const std::exception&) {
+          out.ok = false;  // read again by read_step, which raises what it finds
+        }
+        return out;
+      });
+  self.ahead = std::move(ahead);
+}
+
 py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, int64_t pad,
-                    const std::string& position_ids,
-                    std::optional<std::vector<std::pair<uint64_t, uint64_t>>> parts) {
+                    const std::string& position_ids, Parts parts, bool ahead) {
   const TokenPositions counted = parse_positions(position_ids, "positions");
   const uint64_t step = self.step();
   const uint64_t width = self.options.seq_len + 1;
-  const TokenPlanState before = self.state();
   std::vector<PlannedSequence> mine;
-  {
-    py::gil_scoped_release release;
-    mine = self.next_step(world_size, rank);
-  }
   py::array_t<int64_t> tokens, positions;
   py::array_t<int32_t> segments;
-  try {
-    if (parts) {  // only these rows of this rank's share: (first, count) each, in order
-      std::vector<PlannedSequence> chosen;
-      for (const auto& [first, count] : *parts) {
-        if (first > mine.size() || count > mine.size() - first) {
-          throw std::invalid_argument("parts: rows [" + std::to_string(first) + ", +" +
-                                      std::to_string(count) + ") of a share of " +
-                                      std::to_string(mine.size()));
-        }
-        chosen.insert(chosen.end(), mine.begin() + static_cast<std::ptrdiff_t>(first),
-                      mine.begin() + static_cast<std::ptrdiff_t>(first + count));
-      }
-      mine = std::move(chosen);
+  bool done = false;
+  if (self.ahead && self.ahead->for_(step, world_size, rank, pad, counted, parts)) {
+    RowsAhead::Rows got;
+    {
+      py::gil_scoped_release release;
+      got = self.ahead->rows.get();
     }
-    const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(mine.size()),
-                                            static_cast<py::ssize_t>(width)};
-    tokens = py::array_t<int64_t>(shape);
-    positions = py::array_t<int64_t>(shape);
-    segments = py::array_t<int32_t>(shape);
-    TokenRowsOut out{tokens.mutable_data(), positions.mutable_data(), segments.mutable_data()};
-    py::gil_scoped_release release;
-    read_token_rows(self.sources, mine, width, pad, counted, out);
-  } catch (...) {
-    self.load(before);  // a failed read leaves the plan where it was
-    throw;
+    self.ahead.reset();
+    if (got.ok) {
+      self.fed->advance(got.after);
+      mine = std::move(got.mine);
+      const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(got.rows.rows),
+                                              static_cast<py::ssize_t>(width)};
+      tokens = moved_array(std::move(got.rows.tokens), shape);
+      positions = moved_array(std::move(got.rows.positions), shape);
+      segments = moved_array(std::move(got.rows.segments), shape);
+      done = true;
+    }
   }
+  self.drop_ahead();
+  if (!done) {
+    const TokenPlanState before = self.state();
+    {
+      py::gil_scoped_release release;
+      mine = self.next_step(world_size, rank);
+    }
+    try {
+      mine = rows_of(std::move(mine), parts);
+      const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(mine.size()),
+                                              static_cast<py::ssize_t>(width)};
+      tokens = py::array_t<int64_t>(shape);
+      positions = py::array_t<int64_t>(shape);
+      segments = py::array_t<int32_t>(shape);
+      TokenRowsOut out{tokens.mutable_data(), positions.mutable_data(), segments.mutable_data()};
+      py::gil_scoped_release release;
+      read_token_rows(self.sources, mine, width, pad, counted, out);
+    } catch (...) {
+      self.load(before);  // a failed read leaves the plan where it was
+      throw;
+    }
+  }
+  if (ahead && self.fed) read_ahead(self, step + 1, world_size, rank, pad, counted, parts);
   std::vector<uint64_t> sequences;
   for (const PlannedSequence& s : mine) sequences.push_back(s.index);
   return py::make_tuple(step, to_array(sequences), tokens, positions, segments);
@@ -301,12 +401,15 @@ void bind_tokens(py::module_& m) {
       .def("copy", &TokenStreamCore::copy)
       .def("read_step", &read_step, py::arg("world_size"), py::arg("rank"), py::arg("pad_token"),
            py::arg("positions") = "segment", py::arg("parts") = py::none(),
+           py::arg("read_ahead") = false,
            "(step, sequences, tokens, positions, segments) of this rank's share of the next step "
            "(or of its rows `parts`, (first, count) pairs); rows of seq_len + 1; positions counted "
-           "from each segment's first token ('segment') or each document's ('document')")
+           "from each segment's first token ('segment') or each document's ('document'). With "
+           "read_ahead and a plan feed, the step after is read on a thread meanwhile")
       .def(
           "skip_step",
           [](TokenStreamCore& self, uint64_t world_size, uint64_t rank) {
+            self.drop_ahead();
             py::gil_scoped_release release;
             if (self.fed) {
               self.fed->skip_step();
@@ -318,6 +421,7 @@ void bind_tokens(py::module_& m) {
       .def(
           "plan_step",
           [](TokenStreamCore& self, uint64_t world_size, uint64_t rank) {
+            self.drop_ahead();
             std::vector<py::tuple> out;
             for (const PlannedSequence& s : self.next_step(world_size, rank)) {
               std::vector<py::tuple> spans;
@@ -340,22 +444,31 @@ void bind_tokens(py::module_& m) {
       .def(
           "load_state_dict",
           [](TokenStreamCore& s, const py::handle& state) {
+            s.drop_ahead();
             s.synced().load_state_dict(to_dict_value(state));
             s.fed = nullptr;  // a feed starts where the plan stands: the next start_feed
           },
           py::arg("state"))
       .def(
           "start_feed",
-          [](TokenStreamCore& s, uint64_t ahead, std::optional<NodeGroup> group) {
+          [](TokenStreamCore& s, uint64_t ahead, std::optional<NodeGroup> group,
+             uint64_t world_size, uint64_t rank) {
             TokenPlan& plan = s.synced();
             PlanFeedOptions o;
             o.ahead = ahead;
             o.spans_per_sequence = feed_spans_per_sequence(s);
+            if (!group) {  // this rank's feed: its share's spans only
+              const RankSequences share =
+                  rank_sequences(s.options.global_batch, world_size, rank, 0);
+              o.rows_first = share.first;
+              o.rows = share.count;
+            }
             s.feed_from(group ? PlanFeed::for_node(plan, *group, o) : PlanFeed::start(plan, o));
           },
-          py::arg("ahead"), py::arg("group") = py::none(),
-          "Plans the next steps ahead on a thread (node/plan_feed.h): this process's, or with "
-          "`group` (a NodeGroup) local rank 0's for the whole node; the steps are read from it")
+          py::arg("ahead"), py::arg("group"), py::arg("world_size"), py::arg("rank"),
+          "Plans the next steps ahead on a thread (node/plan_feed.h): this process's, for rank "
+          "`rank` of `world_size`, or with `group` (a NodeGroup) local rank 0's, for the whole "
+          "node; the steps are read from it")
       .def_property_readonly("feeding", [](const TokenStreamCore& s) { return bool(s.fed); },
                              "Whether steps are read from a plan feed")
       .def(py::pickle(

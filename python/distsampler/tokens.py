@@ -208,8 +208,9 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                 continue
             parts = None if len(mine) == per_step else [
                 (j * self.micro_batch, self.micro_batch) for j in mine]  # only this worker's rows
+            # In the loop's process, the next step's rows are read on a thread meanwhile.
             step, sequences, tokens, positions, segments = plan.read_step(
-                self.world_size, self.rank, self.pad_token, self.positions, parts)
+                self.world_size, self.rank, self.pad_token, self.positions, parts, not in_worker)
             for i, j in enumerate(mine):
                 part = slice(i * self.micro_batch, (i + 1) * self.micro_batch)
                 rows, spans = torch.from_numpy(tokens[part]), torch.from_numpy(segments[part])
@@ -274,7 +275,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             return
         group = _core.detect_node_group() if self.planner == "node" else None
         self._plan.start_feed(self.plan_ahead, group if group and group.local_world_size > 1
-                              else None)
+                              else None, self.world_size, self.rank)
 
     def validation(self, subset: str = "valid", *, global_batch: Optional[int] = None,
                    micro_batch: Optional[int] = None, steps: Optional[int] = None

@@ -5,7 +5,7 @@
 //   [0] sequence lock: 2 s + 1 while step s is written, 2 s + 2 once it is
 //   [1] spans in the step, or kAbsent (too many for the slot: readers plan it)
 //   [2] state words, or kAbsent (too many: readers plan the step)
-//   [3, 3 + B) the end of each sequence's spans (cumulative)
+//   [3, 3 + R) the end of each held sequence's spans (cumulative; R = rows held, B or fewer)
 //   then span_capacity spans of 5 words (source, document, begin, end, epoch)
 //   then state_capacity words of the state after the step (encode_state)
 // Every word is written with release and read with acquire operations (a sequence lock without
@@ -65,6 +65,8 @@ struct Header {
   uint64_t key;  // the plan's configuration
   uint64_t first_step;
   uint64_t global_batch;
+  uint64_t rows_first;  // the sequences of a step held: [rows_first, rows_first + rows)
+  uint64_t rows;
   uint64_t slots;
   uint64_t slot_words;
   uint64_t span_capacity;
@@ -218,7 +220,7 @@ void plan_into(PlanFeed::Ring& ring, TokenPlan plan, const std::atomic<bool>& st
         pause = std::min(pause * 2, std::chrono::microseconds(2000));
       }
       if (stop.load()) return;
-      const std::vector<PlannedSequence> sequences = plan.next_step(1, 0);
+      const std::vector<PlannedSequence> sequences = plan.next_step_rows(h->rows_first, h->rows);
       state = encode_state(plan.state());
       uint64_t spans = 0;
       for (const PlannedSequence& s : sequences) spans += s.spans.size();
@@ -229,7 +231,7 @@ void plan_into(PlanFeed::Ring& ring, TokenPlan plan, const std::atomic<bool>& st
       store(&slot[2], fits ? state.size() : kAbsent);
       if (fits) {
         uint64_t* ends = slot + 3;
-        uint64_t* out = ends + h->global_batch;
+        uint64_t* out = ends + h->rows;
         uint64_t end = 0;
         for (size_t i = 0; i < sequences.size(); ++i) {
           for (const Span& x : sequences[i].spans) {
@@ -240,7 +242,7 @@ void plan_into(PlanFeed::Ring& ring, TokenPlan plan, const std::atomic<bool>& st
           end += sequences[i].spans.size();
           store(&ends[i], end);
         }
-        uint64_t* words = ends + h->global_batch + h->span_capacity * kSpanWords;
+        uint64_t* words = ends + h->rows + h->span_capacity * kSpanWords;
         for (size_t i = 0; i < state.size(); ++i) store(&words[i], state[i]);
       }
       store(&slot[0], 2 * step + 2);
@@ -270,13 +272,19 @@ std::shared_ptr<PlanFeed> PlanFeed::start(const TokenPlan& plan, const PlanFeedO
   }
   check_plan(plan);
   const uint64_t batch = plan.options().global_batch;
+  const uint64_t rows = options.rows == 0 ? batch : options.rows;
+  if (options.rows_first > batch || rows > batch - options.rows_first) {
+    throw std::invalid_argument("rows_first = " + std::to_string(options.rows_first) +
+                                ", rows = " + std::to_string(options.rows) +
+                                ": sequences of a step of " + std::to_string(batch));
+  }
   const uint64_t state_words = encode_state(plan.state()).size();
   const uint64_t state_capacity = 2 * state_words + 256;  // edits add landings
   const uint64_t max_spans =
-      (PlanFeedOptions::kMaxSlotBytes / 8 - 3 - batch - state_capacity) / kSpanWords;
+      (PlanFeedOptions::kMaxSlotBytes / 8 - 3 - rows - state_capacity) / kSpanWords;
   const uint64_t span_capacity =
-      std::min(max_spans, batch * std::min<uint64_t>(options.spans_per_sequence, 1 << 20));
-  const uint64_t slot_words = 3 + batch + span_capacity * kSpanWords + state_capacity;
+      std::min(max_spans, rows * std::min<uint64_t>(options.spans_per_sequence, 1 << 20));
+  const uint64_t slot_words = 3 + rows + span_capacity * kSpanWords + state_capacity;
   const uint64_t slots = 2 * options.ahead + 2;  // a reader may trail the furthest by ahead + 1
   const uint64_t bytes = (kHeaderWords + slots * slot_words) * 8;
 
@@ -294,7 +302,8 @@ std::shared_ptr<PlanFeed> PlanFeed::start(const TokenPlan& plan, const PlanFeedO
     throw std::runtime_error("plan feed: " + why);
   }
   Header* h = ring->header();
-  *h = Header{kMagic, config_key(plan), plan.step(), batch, slots, slot_words, span_capacity,
+  *h = Header{kMagic, config_key(plan), plan.step(), batch, options.rows_first, rows, slots,
+              slot_words, span_capacity,
               state_capacity, options.ahead, static_cast<uint64_t>(::getpid()), plan.step(), 0,
               kPlanning};
   auto feed = std::make_shared<PlanFeed>(::getpid(), fd, ring, options);
@@ -362,6 +371,9 @@ bool PlanFeed::read(uint64_t step, uint64_t first, uint64_t count, bool spans, S
   Header* h = ring_->header();
   const uint64_t batch = h->global_batch;
   if (step < h->first_step || first + count > batch) return false;
+  if (count > 0 && (first < h->rows_first || first + count > h->rows_first + h->rows)) {
+    return false;  // rows this feed does not hold
+  }
   raise_to(&h->frontier, step);
   uint64_t* slot = ring_->slot(step);
   const pid_t planner = static_cast<pid_t>(h->planner_pid);
@@ -389,16 +401,17 @@ bool PlanFeed::read(uint64_t step, uint64_t first, uint64_t count, bool spans, S
     return false;
   }
   const uint64_t* ends = slot + 3;
-  const uint64_t* span_words = ends + batch;
+  const uint64_t* span_words = ends + h->rows;
   const uint64_t* state_words = span_words + h->span_capacity * kSpanWords;
   std::vector<uint64_t> state(n_state);
   for (uint64_t i = 0; i < n_state; ++i) state[i] = load(&state_words[i]);
   std::vector<PlannedSequence> sequences;
   if (spans) {
     sequences.resize(count);
-    uint64_t begin = first == 0 ? 0 : load(&ends[first - 1]);
+    const uint64_t held = first - h->rows_first;  // the first one's place among those held
+    uint64_t begin = held == 0 ? 0 : load(&ends[held - 1]);
     for (uint64_t i = 0; i < count; ++i) {
-      const uint64_t end = load(&ends[first + i]);
+      const uint64_t end = load(&ends[held + i]);
       if (end < begin || end > n_spans) return false;
       PlannedSequence& s = sequences[i];
       s.index = step * batch + first + i;
@@ -586,6 +599,17 @@ std::vector<PlannedSequence> FedTokenPlan::next_step(uint64_t world_size, uint64
   state_ = plan_->state();
   ++step_;
   return out;
+}
+
+void FedTokenPlan::advance(const TokenPlanState& after) {
+  if (after.sequence != (step_ + 1) * plan_->options().global_batch) {
+    throw std::invalid_argument("advance: a state at sequence " +
+                                std::to_string(after.sequence) + ", not after step " +
+                                std::to_string(step_));
+  }
+  state_ = after;
+  ++step_;
+  plan_at_state_ = false;
 }
 
 void FedTokenPlan::skip_step() {

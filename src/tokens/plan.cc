@@ -283,14 +283,23 @@ PlannedSequence TokenPlan::next_best_fit(bool spans) {
 
 std::vector<PlannedSequence> TokenPlan::next_step(uint64_t world_size, uint64_t rank) {
   const RankSequences mine = rank_sequences(options_.global_batch, world_size, rank, step());
+  return next_step_rows(mine.first - step() * options_.global_batch, mine.count);
+}
+
+std::vector<PlannedSequence> TokenPlan::next_step_rows(uint64_t first, uint64_t count) {
+  if (first > options_.global_batch || count > options_.global_batch - first) {
+    invalid("rows [" + std::to_string(first) + ", +" + std::to_string(count) +
+            ") of a step of " + std::to_string(options_.global_batch));
+  }
   if (sequence_ % options_.global_batch != 0) {
     throw std::logic_error("next_step: the plan stands at sequence " + std::to_string(sequence_) +
                            ", inside a step of " + std::to_string(options_.global_batch));
   }
+  const uint64_t begin = sequence_ + first;
   std::vector<PlannedSequence> out;
-  out.reserve(mine.count);
+  out.reserve(count);
   for (uint64_t i = 0; i < options_.global_batch; ++i) {
-    const bool kept = sequence_ >= mine.first && sequence_ < mine.first + mine.count;
+    const bool kept = sequence_ >= begin && sequence_ < begin + count;
     PlannedSequence sequence = next(/*spans=*/kept);  // the others' spans are not built
     if (kept) out.push_back(std::move(sequence));
   }

@@ -125,6 +125,31 @@ TEST_P(PlanFeedTest, StepsTheFeedDoesNotHoldArePlannedByTheReader) {
   }
 }
 
+// A rank's own feed holds its share's spans only: its reader reads every step from it, another
+// rank's reader plans each step itself; both are their plans' own.
+TEST_P(PlanFeedTest, ARanksFeedHoldsItsShare) {
+  const Sources sources = make_sources(11, 3, 200);
+  const TokenPlanOptions o = options(GetParam(), 3);
+  PlanFeedOptions fo;
+  fo.rows_first = 4;  // rank 1 of 3: sequences [4, 8) of each step of 12
+  fo.rows = 4;
+  std::shared_ptr<PlanFeed> feed = PlanFeed::start(TokenPlan(sources, o), fo);
+  for (uint64_t rank : {1, 2}) {
+    TokenPlan own(sources, o);
+    FedTokenPlan fed(std::make_shared<TokenPlan>(sources, o), feed);
+    const PlanFeedCounts before = plan_feed_counts();
+    for (uint64_t step = 0; step < 12; ++step) {
+      expect_same(fed.next_step(3, rank), own.next_step(3, rank),
+                  "rank " + std::to_string(rank) + " step " + std::to_string(step));
+      ASSERT_EQ(fed.state(), own.state());
+    }
+    const PlanFeedCounts after = plan_feed_counts();
+    EXPECT_EQ(after.fallback - before.fallback, rank == 1 ? 0u : 12u) << "rank " << rank;
+  }
+  fo.rows = 9;  // past the step
+  EXPECT_THROW(PlanFeed::start(TokenPlan(sources, o), fo), std::invalid_argument);
+}
+
 TEST_P(PlanFeedTest, ALoadedStateContinuesFromTheFeed) {
   const Sources sources = make_sources(7, 3, 200);
   const TokenPlanOptions o = options(GetParam(), 3);

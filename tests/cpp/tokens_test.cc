@@ -10,8 +10,11 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "distsampler/hash.h"
+#include "distsampler/node/plan_feed.h"
 #include "temp_dir.h"
 
 namespace distsampler {
@@ -154,6 +157,47 @@ TEST(TokensTest, ASequenceTooLongOrOfAMissingSourceIsRefused) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("sources[1]: "), std::string::npos) << e.what();
   }
+}
+
+// A plan feed's thread plans over indexed sources (reading their lengths) while two readers of
+// it read rows from the same sources on two threads: each gets its own plan's rows. Under
+// ThreadSanitizer (scripts/sanitize.sh), the sources' concurrent reads.
+TEST(TokensTest, AFeedPlansOverIndexedSourcesWhileReadersReadTheirRows) {
+  testing_util::TempDir dir;
+  std::vector<std::vector<std::string>> prefixes;
+  for (uint64_t s = 0; s < 3; ++s) {
+    std::vector<uint32_t> lengths(2000 + 300 * s);
+    for (uint64_t d = 0; d < lengths.size(); ++d) {
+      lengths[d] = static_cast<uint32_t>(hash_at(s, d) % 90);
+    }
+    prefixes.push_back({write_source(dir, "s" + std::to_string(s), s, lengths)});
+  }
+  const auto sources = open_token_sources(prefixes);
+  TokenPlanOptions o;
+  o.weights = {3, 2, 1};
+  o.seq_len = 31;
+  o.global_batch = 8;
+  const std::vector<std::shared_ptr<const DocumentLengths>> lengths(sources.begin(),
+                                                                    sources.end());
+  PlanFeedOptions fo;
+  fo.ahead = 3;
+  std::shared_ptr<PlanFeed> feed = PlanFeed::start(TokenPlan(lengths, o), fo);
+  auto reader = [&](uint64_t rank, bool* same) {
+    TokenPlan own(lengths, o);
+    FedTokenPlan fed(std::make_shared<TokenPlan>(lengths, o), feed);
+    *same = true;
+    for (int step = 0; step < 60; ++step) {
+      const TokenRows a = read_token_rows(sources, fed.next_step(2, rank), 32, -1);
+      const TokenRows b = read_token_rows(sources, own.next_step(2, rank), 32, -1);
+      *same = *same && a.tokens == b.tokens && a.segments == b.segments;
+    }
+  };
+  bool same0 = false, same1 = false;
+  std::thread other(reader, 1, &same1);
+  reader(0, &same0);
+  other.join();
+  EXPECT_TRUE(same0);
+  EXPECT_TRUE(same1);
 }
 
 }  // namespace

@@ -40,6 +40,12 @@ struct PlanFeedOptions {
   uint64_t spans_per_sequence = 16;
   // How long a reader waits for a step before it plans the step itself.
   double timeout_seconds = 60;
+  // The sequences of each step whose spans the feed holds: [rows_first, rows_first + rows)
+  // of the step (rows 0: all B). A rank's own feed holds its share (the others' spans are not
+  // built); a node's holds all, whatever ranks the node has. A reader asking for others plans
+  // the step itself.
+  uint64_t rows_first = 0;
+  uint64_t rows = 0;
   static constexpr uint64_t kMaxAhead = 1024;
   static constexpr uint64_t kMaxSlotBytes = uint64_t{64} << 20;
 };
@@ -118,6 +124,9 @@ class FedTokenPlan {
   std::vector<PlannedSequence> next_step(uint64_t world_size, uint64_t rank);
   // The step without its sequences (their state only).
   void skip_step();
+  // Past the step whose sequences were read elsewhere (PlanFeed::read of step()), given the
+  // state after it. Throws std::invalid_argument when `after` is not the next step's state.
+  void advance(const TokenPlanState& after);
   uint64_t step() const { return step_; }
   const TokenPlanState& state() const { return state_; }
   // The plan itself at state(): loaded when the feed moved past it.

@@ -119,6 +119,10 @@ class TokenPlan {
   // Step `state().sequence / B`'s B sequences, with the ones rank `rank` of `world_size` reads
   // in `mine`. Throws std::logic_error when the plan is not at a step boundary.
   std::vector<PlannedSequence> next_step(uint64_t world_size, uint64_t rank);
+  // The same for the sequences [first, first + count) of the step (0 <= first <= first + count
+  // <= B); the others are planned without their spans. Throws std::invalid_argument for a range
+  // outside the step.
+  std::vector<PlannedSequence> next_step_rows(uint64_t first, uint64_t count);
   uint64_t sequence() const { return sequence_; }
   // A single pass (subset valid or test): whether every token of the subset is in sequences
   // already given (next() gives empty sequences from here on). Always false for training.
