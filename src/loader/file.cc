@@ -608,7 +608,7 @@ uint64_t PageCachedRange::prepare(const uint64_t* offsets, size_t n) const {
   return std::min(readable_end_.load(std::memory_order_relaxed), file_->current_size());
 }
 
-MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
+MappedFile::MappedFile(std::string path, bool random_access) : path_(std::move(path)) {
   const ReadOnlyFile file(path_);
   size_ = file.size();
   if (size_ == 0) return;  // mmap refuses a length of 0
@@ -618,6 +618,7 @@ MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
                              " bytes: " + std::strerror(errno));
   }
   data_ = static_cast<const unsigned char*>(m);
+  if (random_access) ::madvise(m, static_cast<size_t>(size_), MADV_RANDOM);  // a hint: may fail
 }
 
 MappedFile::~MappedFile() {

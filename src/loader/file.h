@@ -164,10 +164,12 @@ constexpr int kSlowReadMicroseconds = 50;
 // A whole regular file mapped read-only (mmap), unmapped on destruction; the descriptor is closed
 // once mapped. An empty file maps nothing (data() is nullptr). A file truncated under the mapping
 // raises SIGBUS where its lost pages are read: callers that must report that read with pread.
+// `random_access`: reads at random places (madvise MADV_RANDOM): a fault reads its page, not the
+// kernel's read-ahead window around it (up to megabytes for a few hundred bytes wanted).
 class MappedFile {
  public:
   // Throws std::runtime_error as ReadOnlyFile does, and naming the errno text when mmap fails.
-  explicit MappedFile(std::string path);
+  explicit MappedFile(std::string path, bool random_access = false);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -225,7 +225,8 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
                                                                pointers_offset_);
   }
 
-  bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin");
+  // Documents are read in a shuffled order (a few hundred tokens each, at random): no read-ahead.
+  bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin", /*random_access=*/true);
   tokens_ = bin_->data();
   bin_bytes_ = bin_->size();
   const std::string& bin_path = bin_->path();
