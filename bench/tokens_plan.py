@@ -12,8 +12,9 @@ global steps of B = 512 sequences of L + 1 = 4097 tokens through `_core.TokenPla
 from opening the sources to the last step. The rate is global tokens planned per second: the
 rate a rank must keep up with. Warm: the sources' .idx pages in the page cache (a run just
 before). Cold: dropped from it first (posix_fadvise(POSIX_FADV_DONTNEED) on every .idx). Under a
-latency: every pread made to wait (tests/support/read_latency.cc, LD_PRELOAD), as a parallel file
-system's round trip would; a page found in the page cache pays nothing, as there.
+latency: every pread that misses the page cache made to wait (tests/support/read_latency.cc,
+LD_PRELOAD; it asks the kernel first with preadv2(RWF_NOWAIT)), as a parallel file system's round
+trip would; a page found in the page cache pays nothing, as there.
 
 The sources: bench/tokens_data.py's (lognormal lengths, median 300 tokens), 10^8 documents over
 100 sources and over 1,000 (sparse .bin files: the planner reads lengths only), made in --data
@@ -72,13 +73,15 @@ def make_sources(python, data, sources):
     return listing
 
 
-def drop_cache(listing, count):
+def drop_cache(listing, count, extensions=(".idx",)):
+    """The first `count` sources' files out of the page cache (posix_fadvise DONTNEED)."""
     for prefix in json.load(open(listing))["prefixes"][:count]:
-        fd = os.open(prefix + ".idx", os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        for ext in extensions:
+            fd = os.open(prefix + ext, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
 def run(python, build_python, listing, steps, sources, cold=False, latency_us=0, shim=None):
