@@ -12,7 +12,8 @@
 # 3.5 GB on disk, kept between runs), the "Token streams" section of docs/benchmarks.md, and
 # bench/tokens_blend_change.py: Megatron's blend weights changed at a resume against ours, and
 # bench/tokens_plan.py: the planner warm, cold and behind a slow file system against the one
-# before issue 41 (sources in build/tokens-plan-bench, about 4 GB).
+# before issue 41 (sources in build/tokens-plan-bench, about 4 GB), bench/tokens_loader.py (tokens
+# through the loader, the plan feed) and bench/tokens_scale.py (the first batch at 10^8 documents).
 # With DISTSAMPLER_MEGATRON_LM naming a Megatron-LM source at core_v0.16.1 (fetched locally, never
 # committed), bench/tokens_prepare.py: `python -m distsampler.prepare` against its
 # tools/preprocess_data.py and datatrove's tokenizer, from .venv-prepare
@@ -46,6 +47,10 @@ if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
     # planner before issue 41, built from its commit in build/tokens-plan-bench/baseline.
     cmake --build build --target read_latency
     "$torch2_python" bench/tokens_plan.py --build build --write docs/benchmarks.md
+    # Tokens through TokenStream.loader() with the plan feed (workers, the loop's wait, one
+    # planner per node under torchrun), and the first batch at 10^8 documents cold and warm.
+    OMP_NUM_THREADS=1 "$torch2_python" bench/tokens_loader.py --build build --write docs/benchmarks.md
+    OMP_NUM_THREADS=1 "$torch2_python" bench/tokens_scale.py --build build --write docs/benchmarks.md
     if [ -n "${DISTSAMPLER_MEGATRON_LM:-}" ]; then
       PYTHONPATH=build/python "$(ensure_prepare_bench_venv)" bench/tokens_prepare.py \
         --megatron-lm "$DISTSAMPLER_MEGATRON_LM" --write docs/benchmarks.md
