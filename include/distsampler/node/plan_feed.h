@@ -132,7 +132,9 @@ class FedTokenPlan {
   // The plan itself at state(): loaded when the feed moved past it.
   TokenPlan& plan();
   // Moves to `state` (TokenPlan::load's checks; a failed load changes nothing). The feed is kept:
-  // its steps are the same stream's.
+  // its steps are the same stream's. A state far past the feed's steps makes its planner plan
+  // every step up to it (the reader plans its own meanwhile): start a new feed there instead, as
+  // TokenStream.load_state_dict does.
   void load(const TokenPlanState& state);
   const std::shared_ptr<PlanFeed>& feed() const { return feed_; }
 
