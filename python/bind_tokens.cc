@@ -1,5 +1,7 @@
 // bind_tokens.cc: tokens/plan.h and loader/tokens.h: a token plan over Megatron indexed sources,
 // whose steps come back as numpy rows (read with the GIL released).
+#include <unistd.h>
+
 #include <exception>
 #include <future>
 #include <optional>
@@ -98,6 +100,7 @@ struct RowsAhead {
   TokenPositions positions = TokenPositions::kSegment;
   Parts parts;
   std::future<Rows> rows;
+  pid_t owner = ::getpid();  // the process whose thread reads them
   bool for_(uint64_t s, uint64_t w, uint64_t r, int64_t p, TokenPositions x, const Parts& q) const {
     return step == s && world_size == w && rank == r && pad == p && positions == x && parts == q;
   }
@@ -139,6 +142,12 @@ struct TokenStreamCore {
   // another way.
   void drop_ahead() {
     if (!ahead) return;
+    if (ahead->owner != ::getpid()) {
+      // A forked DataLoader worker: the reading thread stayed in the parent, so waiting for it
+      // (or destroying its future, which waits) would never return. Left as it is.
+      new std::shared_ptr<RowsAhead>(std::move(ahead));
+      return;
+    }
     py::gil_scoped_release release;
     if (ahead->rows.valid()) ahead->rows.wait();
     ahead.reset();
