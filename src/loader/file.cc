@@ -449,6 +449,7 @@ struct MappedRanges {
   std::mutex lock;
   std::set<const PageCachedRange*> live;
   std::atomic<uint64_t> pages{0};
+  std::atomic<uint64_t> budget{PageCachedRange::kMappedBudget};
 };
 
 MappedRanges& mapped_ranges() {
@@ -584,7 +585,7 @@ void PageCachedRange::mapped(uint64_t pages) const {
   mapped_.store(now, std::memory_order_relaxed);
   MappedRanges& all = mapped_ranges();
   if (all.pages.fetch_add(now - before, std::memory_order_relaxed) + (now - before) <=
-      kMappedBudget) {
+      all.budget.load(std::memory_order_relaxed)) {
     return;
   }
   std::lock_guard<std::mutex> hold(all.lock);
@@ -595,6 +596,10 @@ void PageCachedRange::mapped(uint64_t pages) const {
     all.pages.fetch_sub(range->mapped_.exchange(0, std::memory_order_relaxed),
                         std::memory_order_relaxed);
   }
+}
+
+uint64_t PageCachedRange::set_mapped_budget(uint64_t pages) {
+  return mapped_ranges().budget.exchange(pages, std::memory_order_relaxed);
 }
 
 uint64_t PageCachedRange::prepare(const uint64_t* offsets, size_t n) const {

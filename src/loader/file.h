@@ -131,11 +131,17 @@ class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
   uint64_t pages() const { return (length_ + page_ - 1) / page_; }
   // After reads through at() that may have mapped up to `pages` pages of this range into the
   // process (a fault maps a block of pages around it): once the pages all ranges may have mapped
-  // exceed kMappedBudget, every range's mappings are dropped (madvise MADV_DONTNEED; the page
-  // cache keeps the pages, and the next read maps them again), so that a process's RSS holds at
-  // most about kMappedBudget of the ranges' pages whatever their sizes.
+  // exceed the budget (kMappedBudget), every range's mappings are dropped (madvise
+  // MADV_DONTNEED; the page cache keeps the pages, and the next read maps them again), so that a
+  // process's RSS holds at most the budget of the ranges' pages whatever their sizes. The pages
+  // are the page cache's, shared with every process that maps them, not private memory: 512 MB
+  // holds a plan's working set at 10^8 documents (400 MB of lengths), which a plan of 100 steps
+  // touches nearly all of, so that it maps each page once (a budget of 64 MB made that plan 2x
+  // slower warm, docs/design.md).
   void mapped(uint64_t pages) const;
-  static constexpr uint64_t kMappedBudget = uint64_t{1} << 14;  // pages: 64 MB of 4 KB pages
+  static constexpr uint64_t kMappedBudget = uint64_t{1} << 17;  // pages: 512 MB of 4 KB pages
+  // Sets the budget, in pages, for this process (tests: a small one); returns the one before.
+  static uint64_t set_mapped_budget(uint64_t pages);
   // Whether every page has been seen resident (or read) already.
   bool all_seen() const { return unseen_.load(std::memory_order_relaxed) == 0; }
 

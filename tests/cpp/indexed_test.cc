@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -728,6 +730,67 @@ TEST(Indexed, BatchedLengthsAreEachDocumentsLength) {
     // Each shard's first batch finds its pages cold (mincore) and slow to read: helped.
     EXPECT_GT(detail::ranges_read_with_help(), before);
   }
+}
+
+// The kB of `path` this process has mapped and resident (/proc/self/smaps: Rss of each mapping
+// of that file).
+uint64_t mapped_kb(const std::string& path) {
+  FILE* smaps = std::fopen("/proc/self/smaps", "r");
+  if (smaps == nullptr) return 0;
+  char line[4096];
+  bool ours = false;
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof line, smaps) != nullptr) {
+    const std::string text(line);
+    unsigned long long value = 0;
+    if (std::sscanf(line, "Rss: %llu kB", &value) == 1) {
+      if (ours) kb += value;
+    } else if (text.find('-') < text.find(' ') && std::isxdigit(static_cast<unsigned char>(line[0]))) {
+      ours = text.size() > path.size() && text.compare(text.size() - 1 - path.size(), path.size(), path) == 0;
+    }
+  }
+  std::fclose(smaps);
+  return kb;
+}
+
+// The pages of lengths blocks a process holds mapped stay within the budget
+// (PageCachedRange::set_mapped_budget; 512 MB unless set), however many lengths it reads through
+// the mapping: after every read, the shard's mapped pages are at most the budget. With a budget
+// above the block, the same reads leave most of it mapped (what the check would see unbounded).
+TEST(Indexed, MappedLengthsStayWithinTheBudget) {
+  const TempDir dir;
+  constexpr uint64_t kDocuments = 400000;  // 391 pages of lengths
+  std::vector<std::vector<int32_t>> docs(kDocuments);
+  for (uint64_t d = 0; d < kDocuments; ++d) docs[d].assign(d % 3, 1);
+  const std::string prefix = write(dir, "mapped", make_files<int32_t>(4, docs));
+  const uint64_t page_kb = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) / 1024;
+  auto read_all_lengths = [&](const IndexedDataset& ds, uint64_t budget_kb) {
+    uint64_t most = 0;
+    for (uint64_t round = 0; round < 100; ++round) {
+      std::vector<uint64_t> documents(2048);  // dense: read through the mapping
+      for (size_t k = 0; k < documents.size(); ++k) documents[k] = hash_at(round, k) % kDocuments;
+      std::vector<uint32_t> got(documents.size());
+      ds.lengths(documents.data(), documents.size(), got.data());
+      for (size_t k = 0; k < documents.size(); ++k) {
+        EXPECT_EQ(got[k], documents[k] % 3) << "document " << documents[k];
+      }
+      const uint64_t kb = mapped_kb(prefix + ".idx");
+      if (budget_kb > 0) {
+        EXPECT_LE(kb, budget_kb) << "round " << round;
+      }
+      most = std::max(most, kb);
+    }
+    return most;
+  };
+  const uint64_t before = detail::PageCachedRange::set_mapped_budget(64);
+  EXPECT_EQ(before, detail::PageCachedRange::kMappedBudget);
+  {
+    const IndexedDataset ds(prefix);
+    read_all_lengths(ds, 64 * page_kb);
+  }
+  detail::PageCachedRange::set_mapped_budget(before);
+  const IndexedDataset ds(prefix);
+  EXPECT_GT(read_all_lengths(ds, 0), 300 * page_kb);
 }
 
 // A .idx cut short while open: lengths() gives kAskAlone for the documents past its end (never

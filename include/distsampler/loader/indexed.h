@@ -57,7 +57,7 @@ class IndexedDataset {
   // out of range, with a negative length, or past the end of a .idx truncated while open). When
   // the documents are at least one per kDense pages of the lengths block, read from it mapped
   // (detail::PageCachedRange: the pages not in the page cache read together first, several at
-  // once when slow; what a process maps of all blocks kept within a budget of 64 MB); else with
+  // once when slow; what a process maps of all blocks kept within a budget of 512 MB); else with
   // pread, sorted, neighbours (kReadGap bytes apart or less) in one read, several reads at once
   // when slow.
   void lengths(const uint64_t* documents, size_t n, uint32_t* out) const;
