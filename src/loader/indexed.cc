@@ -26,6 +26,7 @@
 
 #include "distsampler/tokens/mix.h"
 #include "file.h"
+#include "s3.h"
 
 namespace distsampler {
 namespace {
@@ -122,6 +123,11 @@ T read_entry(const detail::PooledFile& file, uint64_t offset) {
 
 }  // namespace
 
+struct IndexedDataset::Remote {
+  detail::S3Object object;
+  detail::S3Version version;
+};
+
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   const uint16_t one = 1;
   unsigned char little;
@@ -132,7 +138,11 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   // shards stays within the open-file limit), but for the lengths block that a plan reads in
   // batches at random, mapped (PageCachedRange: MADV_RANDOM, so that a fault maps no pages
   // around it; the pages not in the page cache read together with pread first).
-  entries_ = std::make_shared<const detail::PooledFile>(prefix + ".idx");
+  // An s3:// prefix: the .idx is a local copy, fetched once per node into the cache directory (a
+  // plan reads lengths at random, many per step: not a request each); the .bin is read by range.
+  const bool remote = detail::is_s3_url(prefix);
+  entries_ = std::make_shared<const detail::PooledFile>(
+      remote ? detail::s3_cached_copy(detail::S3Object::parse(prefix + ".idx")) : prefix + ".idx");
   const std::string& idx_path = entries_->path();
   const uint64_t size = entries_->size();
   unsigned char idx[kHeaderBytes] = {};
@@ -226,10 +236,20 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   }
 
   // Documents are read in a shuffled order (a few hundred tokens each, at random): no read-ahead.
-  bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin", /*random_access=*/true);
-  tokens_ = bin_->data();
-  bin_bytes_ = bin_->size();
-  const std::string& bin_path = bin_->path();
+  if (remote) {
+    auto object = std::make_shared<Remote>();
+    object->object = detail::S3Object::parse(prefix + ".bin");
+    object->version = detail::s3_head(object->object);
+    bin_bytes_ = object->version.size;
+    bin_path_ = prefix + ".bin";
+    remote_ = std::move(object);
+  } else {
+    bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin", /*random_access=*/true);
+    tokens_ = bin_->data();
+    bin_bytes_ = bin_->size();
+    bin_path_ = bin_->path();
+  }
+  const std::string& bin_path = bin_path_;
   if (sequences == 0) {
     if (bin_bytes_ != 0) {
       throw FormatError(bin_path, 0,
@@ -379,7 +399,7 @@ uint64_t IndexedDataset::checked_pointer(uint64_t document) const {
                                  : "a multiple of the token size " +
                                        std::to_string(token_bytes_) + " in [0, " +
                                        std::to_string(bin_bytes_) + "], the size of '" +
-                                       bin_->path() + "'"));
+                                       bin_path_ + "'"));
   }
   return static_cast<uint64_t>(pointer);
 }
@@ -398,7 +418,7 @@ IndexedDataset::Entry IndexedDataset::entry(uint64_t document) const {
         "sequence_pointers[" + d + "] = " + std::to_string(pointer) + " and sequence_lengths[" +
             d + "] = " + std::to_string(length) + " (tokens of " +
             std::to_string(token_bytes_) + " bytes) end at byte " + std::to_string(end) +
-            " of '" + bin_->path() + "', but " +
+            " of '" + bin_path_ + "', but " +
             (last ? "the file ends at byte " + std::to_string(bin_bytes_)
                   : "sequence_pointers[" + std::to_string(document + 1) +
                         "] = " + std::to_string(next)) +
@@ -431,6 +451,13 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
   if (n == 0) return;
   const uint64_t first_byte = e.byte + begin * token_bytes_;
   const unsigned char* p = tokens_ + first_byte;
+  thread_local std::vector<unsigned char> fetched;
+  if (remote_ != nullptr) {
+    fetched.resize(n * token_bytes_);
+    detail::s3_read(remote_->object, remote_->version, first_byte, n * token_bytes_,
+                    fetched.data());
+    p = fetched.data();
+  }
   switch (dtype_code_) {
     case 1:
       return widen<uint8_t>(p, n, out);
@@ -443,12 +470,19 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
     case 5:
       return widen<int64_t>(p, n, out);
     case 6:
-      return widen_float<double>(p, n, out, bin_->path(), first_byte);
+      return widen_float<double>(p, n, out, bin_path_, first_byte);
     case 7:
-      return widen_float<float>(p, n, out, bin_->path(), first_byte);
+      return widen_float<float>(p, n, out, bin_path_, first_byte);
     default:
       return widen<uint16_t>(p, n, out);  // 8: the only other code the constructor takes
   }
+}
+
+ObjectStoreCounts object_store_counts() {
+  ObjectStoreCounts c;
+  c.requests = detail::s3_requests();
+  c.bytes = detail::s3_bytes_read();
+  return c;
 }
 
 IndexedSource::IndexedSource(std::vector<std::string> prefixes) {

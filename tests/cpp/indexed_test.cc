@@ -745,8 +745,10 @@ uint64_t mapped_kb(const std::string& path) {
     unsigned long long value = 0;
     if (std::sscanf(line, "Rss: %llu kB", &value) == 1) {
       if (ours) kb += value;
-    } else if (text.find('-') < text.find(' ') && std::isxdigit(static_cast<unsigned char>(line[0]))) {
-      ours = text.size() > path.size() && text.compare(text.size() - 1 - path.size(), path.size(), path) == 0;
+    } else if (text.find('-') < text.find(' ') &&
+               std::isxdigit(static_cast<unsigned char>(line[0]))) {  // a mapping's first line
+      ours = text.size() > path.size() &&
+             text.compare(text.size() - 1 - path.size(), path.size(), path) == 0;
     }
   }
   std::fclose(smaps);

@@ -223,3 +223,15 @@ def test_the_binding_reads_and_maps_errors(tmp_path):
     with pytest.raises(IndexError, match=r"shard = 2 is out of range; allowed: shard <= "
                                          r"shards\(\).size\(\) = 1"):
         source.shard_start(2)
+
+
+def test_s3_prefixes_that_name_no_object_are_refused_before_any_request():
+    # An s3:// prefix needs a bucket and a key; the rest of s3:// sources is tested against a
+    # real server (tests/dist/s3_tokens.py).
+    for prefix in ("s3://", "s3://bucket", "s3:///key"):
+        with pytest.raises(ValueError, match=r"no bucket or no key; allowed: s3://bucket/key"):
+            _core.IndexedDataset(prefix)
+    before = _core.s3_counts()["requests"]
+    with pytest.raises(ValueError):
+        _core.IndexedSource(["s3://bucket"])
+    assert _core.s3_counts()["requests"] == before

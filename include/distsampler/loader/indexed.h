@@ -97,7 +97,10 @@ class IndexedDataset {
 
   std::string prefix_;
   std::shared_ptr<const detail::PooledFile> entries_;  // the .idx, read with pread
-  std::shared_ptr<const detail::MappedFile> bin_;
+  std::shared_ptr<const detail::MappedFile> bin_;  // a local .bin
+  struct Remote;
+  std::shared_ptr<const Remote> remote_;  // an s3:// .bin, read by range
+  std::string bin_path_;  // the .bin's path or URL, for errors
   std::shared_ptr<const detail::PageCachedRange> lengths_;  // sequence_lengths, for lengths()
   uint64_t pointers_offset_ = 0;  // of int64[sequences_] in the .idx; int32 lengths at offset 34
   const unsigned char* tokens_ = nullptr;    // the .bin
@@ -106,6 +109,14 @@ class IndexedDataset {
   uint64_t token_bytes_ = 1;
   uint8_t dtype_code_ = 1;
 };
+
+// What this process has asked of object stores for s3:// sources (tests, benchmarks): requests
+// (each try of each counts) and the bytes their bodies returned.
+struct ObjectStoreCounts {
+  uint64_t requests = 0;
+  uint64_t bytes = 0;
+};
+ObjectStoreCounts object_store_counts();
 
 // Several shards of one source (PREFIX_0, PREFIX_1, ... written separately), as one: documents
 // numbered across the shards in the order given. Throws std::invalid_argument when `prefixes` is

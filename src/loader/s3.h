@@ -1,0 +1,79 @@
+// s3.h: objects in S3-compatible storage (AWS S3, SeaweedFS, MinIO, ...) read by byte range, for
+// token sources whose prefix is s3://bucket/key-prefix: an object's size and ETag (HEAD), a byte
+// range of it that must still be that object (GET with Range, its ETag checked), and a whole
+// object kept once per node in a local cache directory (the .idx).
+//
+// On Debian's libcurl, which signs requests (AWS Signature Version 4, CURLOPT_AWS_SIGV4) and does
+// the HTTP. It is loaded when the first s3:// source is opened (dlopen of libcurl.so.4), so that
+// the core library and the wheel link nothing more, and a machine without libcurl reads local
+// sources as before (docs/design.md says why).
+//
+// Settings, as the AWS SDKs and CLI read them (the first found):
+//   endpoint     AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url in the config
+//                file; else https://s3.REGION.amazonaws.com. Requests are path-style
+//                (ENDPOINT/bucket/key), which S3-compatible servers all take.
+//   region       AWS_REGION, AWS_DEFAULT_REGION, the profile's region; else us-east-1.
+//   credentials  AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN); else the
+//                profile's aws_access_key_id and aws_secret_access_key in the credentials file
+//                (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials), then in the config
+//                file (AWS_CONFIG_FILE, default ~/.aws/config; section [profile NAME], or
+//                [default]). The profile: AWS_PROFILE, else default.
+//   retries      a request that fails with a 5xx or 429 status, a timeout, or a connection
+//                refused or broken, is tried again after 0.1 s, doubling up to 2 s, until
+//                DISTSAMPLER_S3_RETRY_SECONDS (default 120) have passed since its first try:
+//                a server restarted meanwhile is waited for. Any other status is one error.
+//   cache        DISTSAMPLER_S3_CACHE, else $XDG_CACHE_HOME/distsampler/s3, else
+//                ~/.cache/distsampler/s3.
+// Every failure is one std::runtime_error naming the object (s3://bucket/key), the endpoint and
+// the status (with the server's error code and message) or the transport's error.
+#ifndef DISTSAMPLER_SRC_LOADER_S3_H_
+#define DISTSAMPLER_SRC_LOADER_S3_H_
+
+#include <cstdint>
+#include <string>
+
+namespace distsampler {
+namespace detail {
+
+// Whether `path` names an object store's object or prefix (starts with "s3://").
+bool is_s3_url(const std::string& path);
+
+// An object's place: bucket and key. Parsed from s3://bucket/key; throws std::invalid_argument
+// naming the URL and what is allowed when the bucket or key is empty.
+struct S3Object {
+  std::string bucket;
+  std::string key;
+  static S3Object parse(const std::string& url);
+  std::string url() const { return "s3://" + bucket + "/" + key; }
+};
+
+// What HEAD says of an object.
+struct S3Version {
+  uint64_t size = 0;
+  std::string etag;  // as the server quotes it
+};
+
+// The object's size and ETag. Throws std::runtime_error naming it: "not found" for a 404.
+S3Version s3_head(const S3Object& object);
+
+// Reads bytes [offset, offset + n) of the object into out, which must still be `version` (its
+// ETag: a replaced object is refused, "changed since it was opened"; so is one that ends before
+// offset + n, "truncated"). n > 0.
+void s3_read(const S3Object& object, const S3Version& version, uint64_t offset, uint64_t n,
+             unsigned char* out);
+
+// A local copy of the object: the file in the cache directory that holds it (endpoint, bucket and
+// key in its path), fetched when missing or when the object's ETag or size is not the copy's
+// (one process of a node fetches it, under a lock on the directory, the others wait and take
+// it). Returns the file's path; `version` (when not null) gets the object's.
+std::string s3_cached_copy(const S3Object& object, S3Version* version = nullptr);
+
+// Requests this process has made (each try counts), and the bytes the GETs returned (tests,
+// benchmarks).
+uint64_t s3_requests();
+uint64_t s3_bytes_read();
+
+}  // namespace detail
+}  // namespace distsampler
+
+#endif  // DISTSAMPLER_SRC_LOADER_S3_H_

