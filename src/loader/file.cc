@@ -367,7 +367,8 @@ std::atomic<uint64_t> helped_ranges{0};  // indices run by helpers, in parallel_
 
 uint64_t ranges_read_with_help() { return helped_ranges.load(std::memory_order_relaxed); }
 
-void parallel_for(size_t first, size_t count, const std::function<void(size_t)>& body) {
+void parallel_for(size_t first, size_t count, const std::function<void(size_t)>& body,
+                  int threads) {
   if (first >= count) return;
   // Work is claimed an index at a time by this thread and the pool's helpers; a helper that
   // starts after this call has stopped waiting (the state closed) touches nothing of it. Every
@@ -395,7 +396,9 @@ void parallel_for(size_t first, size_t count, const std::function<void(size_t)>&
     }
     return done;
   };
-  const size_t helpers = std::min<size_t>(kReadThreads, count - first) - 1;
+  const size_t helpers =
+      std::min<size_t>(static_cast<size_t>(std::clamp(threads, 1, kReadThreads)), count - first) -
+      1;
   ReadPool& pool = ReadPool::get();
   for (size_t h = 0; h < helpers; ++h) {
     pool.help([call, &work] {

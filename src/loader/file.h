@@ -95,10 +95,12 @@ using RangeRead = std::function<void(size_t index, const unsigned char* data, ui
 // (the first range's failure, once every range was tried).
 void read_ranges(const PooledFile& file, const std::vector<Range>& ranges, const RangeRead& done);
 constexpr int kReadThreads = 16;
-// Runs body(i) for i in [first, count) on this thread and up to kReadThreads - 1 of the read
-// pool's threads, for work that waits on files (opening shards, reads). Returns once every
-// index has run; rethrows the exception of the lowest index that threw, if any.
-void parallel_for(size_t first, size_t count, const std::function<void(size_t)>& body);
+// Runs body(i) for i in [first, count) on this thread and up to threads - 1 (at most
+// kReadThreads - 1) of the read pool's threads, for work that waits on files (opening shards,
+// reads). Returns once every index has run; rethrows the exception of the lowest index that
+// threw, if any.
+void parallel_for(size_t first, size_t count, const std::function<void(size_t)>& body,
+                  int threads = kReadThreads);
 // Indices parallel_for() (read_ranges' reads among them) has had run by the pool's threads in
 // this process (for tests).
 uint64_t ranges_read_with_help();

@@ -478,6 +478,11 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
   }
 }
 
+bool IndexedSource::remote() const {
+  return std::any_of(shards_.begin(), shards_.end(),
+                     [](const IndexedDataset& shard) { return shard.remote(); });
+}
+
 ObjectStoreCounts object_store_counts() {
   ObjectStoreCounts c;
   c.requests = detail::s3_requests();

@@ -618,6 +618,21 @@ std::string s3_cached_copy(const S3Object& object, S3Version* version) {
   return path;
 }
 
+int s3_requests_in_flight() {
+  static const int in_flight = [] {
+    const std::string text = env("DISTSAMPLER_S3_REQUESTS");
+    if (text.empty()) return 16;
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end != '\0' || v < 1 || v > 16) {
+      throw std::invalid_argument("DISTSAMPLER_S3_REQUESTS = '" + text +
+                                  "'; allowed: an integer from 1 to 16");
+    }
+    return static_cast<int>(v);
+  }();
+  return in_flight;
+}
+
 uint64_t s3_requests() { return g_requests.load(std::memory_order_relaxed); }
 uint64_t s3_bytes_read() { return g_bytes.load(std::memory_order_relaxed); }
 

@@ -24,6 +24,8 @@
 //                a server restarted meanwhile is waited for. Any other status is one error.
 //   cache        DISTSAMPLER_S3_CACHE, else $XDG_CACHE_HOME/distsampler/s3, else
 //                ~/.cache/distsampler/s3.
+//   requests     DISTSAMPLER_S3_REQUESTS: how many of a step's reads a process has in flight at
+//                once (1 to 16, default 16; read_token_rows).
 // Every failure is one std::runtime_error naming the object (s3://bucket/key), the endpoint and
 // the status (with the server's error code and message) or the transport's error.
 #ifndef DISTSAMPLER_SRC_LOADER_S3_H_
@@ -67,6 +69,10 @@ void s3_read(const S3Object& object, const S3Version& version, uint64_t offset, 
 // (one process of a node fetches it, under a lock on the directory, the others wait and take
 // it). Returns the file's path; `version` (when not null) gets the object's.
 std::string s3_cached_copy(const S3Object& object, S3Version* version = nullptr);
+
+// DISTSAMPLER_S3_REQUESTS (s3.h's settings): reads in flight at once. Throws
+// std::invalid_argument naming the variable, its value and what is allowed.
+int s3_requests_in_flight();
 
 // Requests this process has made (each try counts), and the bytes the GETs returned (tests,
 // benchmarks).

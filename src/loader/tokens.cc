@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "file.h"
+#include "s3.h"
 
 namespace distsampler {
 
@@ -266,6 +267,16 @@ void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& s
   std::fill(out.tokens, out.tokens + cells, pad_token);
   std::fill(out.positions, out.positions + cells, 0);
   std::fill(out.segments, out.segments + cells, -1);
+  // The spans' reads: done in place from local files; gathered, then read at once, when some
+  // source is in an object store.
+  struct Read {
+    const Span* span;
+    int64_t* out;
+  };
+  const bool gather = std::any_of(sources.begin(), sources.end(), [](const auto& source) {
+    return source->source().remote();
+  });
+  std::vector<Read> reads;
   for (size_t r = 0; r < sequences.size(); ++r) {
     const PlannedSequence& sequence = sequences[r];
     if (sequence.tokens() > width) {
@@ -291,13 +302,25 @@ void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& s
                                     " reads source " + std::to_string(span.source) + " of " +
                                     std::to_string(sources.size()));
       }
-      sources[span.source]->read(span.document, span.begin, span.end, out.tokens + at);
+      if (gather) {
+        reads.push_back(Read{&span, out.tokens + at});
+      } else {
+        sources[span.source]->read(span.document, span.begin, span.end, out.tokens + at);
+      }
       for (uint64_t t = span.begin; t < span.end; ++t, ++at) {
         out.positions[at] = static_cast<int64_t>(t - first);
         out.segments[at] = segment;
       }
     }
   }
+  if (reads.empty()) return;
+  detail::parallel_for(
+      0, reads.size(),
+      [&](size_t i) {
+        const Span& span = *reads[i].span;
+        sources[span.source]->read(span.document, span.begin, span.end, reads[i].out);
+      },
+      detail::s3_requests_in_flight());
 }
 
 VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t width,

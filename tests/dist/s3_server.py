@@ -7,6 +7,7 @@ themselves run under either PyTorch stack, which has no boto3).
         s3.upload("data", {"key": "/local/path"})
         s3.env()                           # AWS_* for a client of this server
         s3.kill(); s3.start()              # the same store again, on the same ports
+    with DelayProxy(s3.ports["s3"], 0.05) as slow:   # slow.endpoint: 50 ms a request
 
 Run by .venv-s3's Python as `s3_server.py upload ENDPOINT BUCKET KEY=PATH...`, it uploads.
 """
@@ -122,6 +123,67 @@ class SeaweedS3:
         args = [python, os.path.abspath(__file__), "upload", self.endpoint, bucket]
         args += [f"{key}={path}" for key, path in files.items()]
         subprocess.run(args, check=True, timeout=timeout, env={**os.environ, **self.env()})
+
+
+class DelayProxy:
+    """A TCP relay on 127.0.0.1 to a server's port that holds each chunk a client sends for
+    `delay` seconds before passing it on: every request meets that much latency (a remote
+    store's), its answer none more. The Host header passes unchanged, so SigV4 still verifies.
+
+        with DelayProxy(server_port, 0.05) as proxy:   # proxy.endpoint: http://127.0.0.1:PORT
+    """
+
+    def __init__(self, target_port, delay):
+        import threading
+        self.target_port, self.delay = target_port, delay
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.requests = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.listener.close()
+
+    def _accept(self):
+        import threading
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=30)
+            except OSError:
+                client.close()
+                continue
+            for a, b, held in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(a, b, held), daemon=True).start()
+
+    def _pump(self, source, sink, held):
+        try:
+            while True:
+                data = source.recv(1 << 16)
+                if not data:
+                    break
+                if held:
+                    self.requests += 1
+                    time.sleep(self.delay)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 def _upload(endpoint, bucket, pairs):

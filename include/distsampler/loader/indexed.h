@@ -69,6 +69,8 @@ class IndexedDataset {
   void prefetch(const uint64_t* documents, size_t n) const;
   bool wants_prefetch() const;
   uint64_t total_tokens() const { return bin_bytes_ / token_bytes_; }  // O(1)
+  // Whether the .bin is an object store's (an s3:// prefix): each read() is a request.
+  bool remote() const { return remote_ != nullptr; }
   int token_bytes() const { return static_cast<int>(token_bytes_); }
   std::string_view dtype_name() const;  // "uint16", "int32", ... (numpy's names)
 
@@ -138,6 +140,7 @@ class IndexedSource {
   uint64_t check_read(uint64_t document, uint64_t begin, uint64_t end) const;
 
   const std::vector<IndexedDataset>& shards() const { return shards_; }
+  bool remote() const;  // whether some shard is an object store's
   // The source's first document in shards()[shard]; shard_start(shards().size()) == documents().
   // Throws std::out_of_range when shard > shards().size().
   uint64_t shard_start(size_t shard) const;

@@ -119,7 +119,10 @@ struct VarlenMetadata {
 VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t width,
                                uint64_t row_stride);
 
-// Reads `sequences` of a plan over `sources` into rows of `width` tokens. Throws
+// Reads `sequences` of a plan over `sources` into rows of `width` tokens: from local files one span
+// after the other; when some source is in an object store (IndexedSource::remote()), every span
+// of the call at once, up to 16 requests in flight (detail::parallel_for), so that a step pays
+// the store's latency about once per 16 spans, not once per span. Throws
 // std::invalid_argument when a sequence holds more than `width` tokens or names a source that is
 // not there, and what IndexedSource::read throws for a bad file.
 TokenRows read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
