@@ -10,10 +10,13 @@ Usage: s3_tokens.py PYTHON_PACKAGE_DIR S3_VENV_PYTHON   (weed beside S3_VENV_PYT
 3. The server killed (SIGKILL) after step 2 of a run with 2 workers, and started again 3 s later
    on the same store: the stream waits (its reads retried), then goes on, every batch still the
    local stream's (nothing lost, nothing repeated: the ledger of sequence ids is the same).
+   3b. Behind a relay that holds each request 20 ms (a slow store), W = 2 with workers: the same.
 4. One clear error each, from a fresh process: a wrong secret (403, naming the object and where
-   the credentials came from), a missing object (404, naming it), no credentials at all; and a
-   .bin replaced on the server while a stream reads it, then one cut short ("changed since it was
-   opened", naming the object).
+   the credentials came from), a missing object (404, naming it), no credentials at all; the
+   credentials and endpoint from AWS-style files instead opening; and a .bin replaced on the
+   server while a stream reads it, then one cut short ("changed since it was opened", naming the
+   object).
+5. Three processes opening one source at once with an empty cache fetch its .idx once.
 """
 import os
 import shutil
@@ -173,6 +176,27 @@ def main(package_dir, s3_python):
                   f"{waited:.1f} s, the longest wait for a batch {max(gaps, default=0):.1f} s, "
                   f"{len(problems)} problems so far")
 
+            # 3b: behind a relay that holds each request 20 ms (a remote store), in a fresh
+            # process (the settings are read once per process): W = 2 with 2 workers.
+            from s3_server import DelayProxy
+            with DelayProxy(server.ports["s3"], 0.02) as slow:
+                here = os.path.dirname(os.path.abspath(__file__))
+                code = (f"import sys; sys.path.insert(0, {here!r})\n"
+                        "import s3_tokens as t\n"
+                        f"remote, local = {remote_sources!r}, {local_sources!r}\n"
+                        "problems = []\n"
+                        "t.compare([t.stream(remote, r, 2) for r in range(2)],\n"
+                        "          [t.stream(local, r, 2) for r in range(2)], 2, 3, problems,\n"
+                        "          'slow')\n"
+                        "print(problems)\nassert not problems\n")
+                slow_env = {**os.environ, "AWS_ENDPOINT_URL": slow.endpoint}
+                status, line = run_error(package_dir, code, slow_env)
+                if status != 0 or slow.requests == 0:
+                    problems.append(f"behind 20 ms a request: exit {status}, {line!r}, "
+                                    f"{slow.requests} requests relayed")
+                print(f"part 3b: behind 20 ms a request, W = 2 with workers: exit {status}, "
+                      f"{slow.requests} requests relayed")
+
             # 4: errors, each from a fresh process.
             open_code = ("from distsampler.tokens import TokenStream\n"
                          "TokenStream([(%r, 1.0)], seq_len=63, global_batch=12, seed=5)")
@@ -244,6 +268,26 @@ def main(package_dir, s3_python):
                         or "changed since it was opened" not in error):
                     problems.append(f"a .bin {label} while read: {error!r}")
                 server.upload(s3_python, "corpus", {key: path})
+            # 5: a node's processes fetch an .idx once: 3 processes open one source at the same
+            # time with an empty cache; each makes a HEAD of the .idx and of the .bin, and one of
+            # them the GET of the .idx: 7 requests in all.
+            code = ("import sys, time\nfrom distsampler import _core\n"
+                    "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
+                    "_core.IndexedDataset('s3://corpus/v1/source2_0')\n"
+                    "print(_core.s3_counts()['requests'])\n")
+            # Behind 0.3 s a request, so that the three meet the empty cache together.
+            with DelayProxy(server.ports["s3"], 0.3) as slow:
+                once_env = {**os.environ, "AWS_ENDPOINT_URL": slow.endpoint,
+                            "DISTSAMPLER_S3_CACHE": os.path.join(root, "cache-once"),
+                            "PYTHONPATH": package_dir}
+                at = str(time.time() + 3.0)
+                procs = [subprocess.Popen([sys.executable, "-c", code, at], env=once_env,
+                                          stdout=subprocess.PIPE, text=True) for _ in range(3)]
+                counts = [int(p.communicate(timeout=120)[0].strip() or -1) for p in procs]
+            if sorted(counts) != [2, 2, 3]:
+                problems.append(f"3 processes opening one source: requests {counts}, "
+                                "want [2, 2, 3] (one GET of the .idx)")
+            print(f"part 5: 3 processes opening one source at once: requests {counts}")
             requests = _core.s3_counts()
             print(f"requests made by this process: {requests}")
     finally:
