@@ -138,8 +138,8 @@ class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
   // process's RSS holds at most the budget of the ranges' pages whatever their sizes. The pages
   // are the page cache's, shared with every process that maps them, not private memory: 512 MB
   // holds a plan's working set at 10^8 documents (400 MB of lengths), which a plan of 100 steps
-  // touches nearly all of, so that it maps each page once (a budget of 64 MB made that plan 2x
-  // slower warm, docs/design.md).
+  // touches nearly all of, so that it maps each page once (under a budget of 64 MB it mapped
+  // them several times over: docs/design.md).
   void mapped(uint64_t pages) const;
   static constexpr uint64_t kMappedBudget = uint64_t{1} << 17;  // pages: 512 MB of 4 KB pages
   // Sets the budget, in pages, for this process (tests: a small one); returns the one before.
