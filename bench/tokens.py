@@ -245,6 +245,15 @@ def padding(sequences, tokens):
     return 1 - tokens / (sequences * (SEQ_LEN + 1))
 
 
+def finish_section(lines, write, begin, end, heading):
+    """Closes a generated section (its lines after the begin marker), writes it between its
+    markers in `write` (a path, or None) and prints it."""
+    section = "\n".join(lines + [end])
+    if write:
+        replace_between(write, section, begin, end, heading)
+    print(section)
+
+
 def replace_between(path, section, begin=BEGIN, end=END, heading=HEADING):
     """Replaces the text between a section's markers (by default this script's) in the file, or
     appends the heading and the section when the markers are not there."""

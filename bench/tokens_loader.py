@@ -34,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import machine  # noqa: E402
-from tokens import make_sources, replace_between  # noqa: E402
+from tokens import make_sources, finish_section  # noqa: E402
 import tokens_plan  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -235,11 +235,7 @@ def main():
          f"the loop: {node_steps} steps and the ring's 16 ahead), and the others read each step's "
          "state from shared memory.")
     emit("")
-    emit(END)
-    section = "\n".join(lines)
-    if args.write:
-        replace_between(args.write, section, BEGIN, END, HEADING)
-    print(section)
+    finish_section(lines, args.write, BEGIN, END, HEADING)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "dist"))
 from peers import machine  # noqa: E402
-from tokens import make_sources, replace_between  # noqa: E402
+from tokens import make_sources, finish_section  # noqa: E402
 from s3_server import DelayProxy, SeaweedS3  # noqa: E402
 
 SOURCES = 10
@@ -185,11 +185,7 @@ def main():
          "(plan-aware eviction against LRU and the minimum), which needs the cache, and the "
          "locality order.")
     emit("")
-    emit(END)
-    section = "\n".join(lines)
-    if args.write:
-        replace_between(args.write, section, BEGIN, END, HEADING)
-    print(section)
+    finish_section(lines, args.write, BEGIN, END, HEADING)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import machine  # noqa: E402
-from tokens import replace_between  # noqa: E402
+from tokens import finish_section  # noqa: E402
 import tokens_plan  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -167,11 +167,7 @@ def main():
     emit(f"- 10^10 documents: their .idx alone would be {need / 1e9:.0f} GB; this disk has "
          f"{free / 1e9:.0f} GB free, so that row is {'not ' if need > free else ''}measured here.")
     emit("")
-    emit(END)
-    section = "\n".join(lines)
-    if args.write:
-        replace_between(args.write, section, BEGIN, END, HEADING)
-    print(section)
+    finish_section(lines, args.write, BEGIN, END, HEADING)
 
 
 if __name__ == "__main__":

@@ -181,6 +181,26 @@ void bind_policies(py::module_& m) {
       },
       py::arg("shard_sizes"), py::arg("window"), py::arg("seed"), py::arg("epoch"));
   m.def(
+      "block_shard_order",
+      [](uint64_t n, uint64_t block, uint64_t window, const py::int_& seed, uint64_t epoch,
+         uint64_t first, uint64_t count) {
+        const BlockShardOrder order(n, block, window, to_seed(seed), epoch);
+        if (first > n || count > n - first) {
+          throw py::index_error("first = " + std::to_string(first) + ", count = " +
+                                std::to_string(count) +
+                                ": out of range; allowed: first + count <= " + std::to_string(n));
+        }
+        py::array_t<uint64_t> out(static_cast<py::ssize_t>(count));
+        uint64_t* data = out.mutable_data();
+        py::gil_scoped_release release;
+        order.gather(first, count, data);
+        return out;
+      },
+      py::arg("n"), py::arg("block"), py::arg("window"), py::arg("seed"), py::arg("epoch"),
+      py::arg("first"), py::arg("count"),
+      "Positions [first, first + count) of policies/shards.h's BlockShardOrder (n items in "
+      "blocks of `block`, shuffled in windows of `window` blocks) as a uint64 numpy array");
+  m.def(
       "make_bucketed_order",
       [](const Array<uint64_t>& lengths, uint64_t batch_size, uint64_t window_batches,
          const py::int_& seed, uint64_t epoch) {

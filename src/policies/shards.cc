@@ -63,6 +63,89 @@ class ShardOrder final : public EpochOrder {
 
 }  // namespace
 
+BlockShardOrder::BlockShardOrder(uint64_t n, uint64_t block, uint64_t window, const Seed& seed,
+                                 uint64_t epoch)
+    : n_(n), block_(block), window_(window), epoch_(epoch) {
+  if (block < 1) throw std::invalid_argument("block = 0 is out of range; allowed: block >= 1");
+  if (window < 1) {
+    throw std::invalid_argument("window = 0 is out of range; allowed: window >= 1 block");
+  }
+  if (n > FeistelPermutation::kMaxSize) {
+    throw std::invalid_argument("n = " + std::to_string(n) +
+                                " is out of range; allowed: n <= 2^63");
+  }
+  blocks_ = n / block + (n % block != 0 ? 1 : 0);
+  short_ = blocks_ * block - n;
+  // make_shard_order's keys and permutations (version 1: its orders are frozen).
+  block_order_ = FeistelPermutation(blocks_, derive_key(seed.bits(), 0, kDomainShards), epoch,
+                                    FeistelPermutation::kVersion1Rounds,
+                                    FeistelPermutation::kVersion1);
+  window_key_ = derive_key(seed.bits(), 1, kDomainShards);
+  short_slot_ = blocks_ > 0 ? block_order_.inverse(blocks_ - 1) : 0;
+}
+
+BlockShardOrder::Window BlockShardOrder::window_of(uint64_t position) const {
+  // Order positions before slot j: j x block, less the last block's shortfall once it is behind.
+  const auto start = [this](uint64_t slot) {
+    return slot * block_ - (slot > short_slot_ ? short_ : 0);
+  };
+  const uint64_t span = window_ * block_;
+  const uint64_t short_window = short_slot_ / window_;
+  uint64_t w = position / span;
+  if (w > short_window || (w == short_window && position >= start(std::min(
+                                                     (short_window + 1) * window_, blocks_)))) {
+    w = (position + short_) / span;
+  }
+  Window out;
+  out.first_slot = w * window_;
+  out.slots = std::min(window_, blocks_ - out.first_slot);
+  out.base = start(out.first_slot);
+  out.items = start(out.first_slot + out.slots) - out.base;
+  return out;
+}
+
+FeistelPermutation BlockShardOrder::within(const Window& w) const {
+  return FeistelPermutation(w.items, mix64(window_key_ ^ w.first_slot), epoch_,
+                            FeistelPermutation::kVersion1Rounds, FeistelPermutation::kVersion1);
+}
+
+uint64_t BlockShardOrder::item(const Window& w, uint64_t q) const {
+  // The window's blocks back to back in slot order; only the last block may be short.
+  uint64_t slot = w.first_slot + q / block_;
+  uint64_t offset = q % block_;
+  if (short_slot_ >= w.first_slot && short_slot_ < w.first_slot + w.slots) {
+    const uint64_t short_start = (short_slot_ - w.first_slot) * block_;
+    if (q >= short_start + (block_ - short_)) {  // past the short block: shifted by its lack
+      const uint64_t after = q - (short_start + (block_ - short_));
+      slot = short_slot_ + 1 + after / block_;
+      offset = after % block_;
+    }
+  }
+  return block_order_(slot) * block_ + offset;
+}
+
+uint64_t BlockShardOrder::operator()(uint64_t position) const {
+  const Window w = window_of(position);
+  return item(w, within(w)(position - w.base));
+}
+
+uint64_t BlockShardOrder::at(uint64_t position) const {
+  if (position >= n_) {
+    throw std::out_of_range("position = " + std::to_string(position) +
+                            " is out of range; allowed: position < " + std::to_string(n_));
+  }
+  return (*this)(position);
+}
+
+void BlockShardOrder::gather(uint64_t first, uint64_t count, uint64_t* out) const {
+  uint64_t j = 0;
+  while (j < count) {
+    const Window w = window_of(first + j);
+    const FeistelPermutation p = within(w);
+    for (; j < count && first + j < w.base + w.items; ++j) out[j] = item(w, p(first + j - w.base));
+  }
+}
+
 void validate(const ShardOptions& options) {
   if (options.window < 1) {
     throw std::invalid_argument("window = 0 is out of range; allowed: window >= 1 shard");

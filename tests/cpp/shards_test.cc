@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -82,6 +83,69 @@ TEST(ShardOrder, BadOptionsAreClearErrors) {
   EXPECT_THROW(make_shard_order(o, 0), std::invalid_argument);
   o.shard_sizes = {};
   EXPECT_EQ(make_shard_order(o, 0)->size(), 0u);
+}
+
+}  // namespace
+}  // namespace distsampler
+
+namespace distsampler {
+namespace {
+
+// BlockShardOrder is make_shard_order's order for blocks of one size (the last holding the rest),
+// position for position, one at a time and gathered: the sizes around the block and window
+// boundaries, the short block in every window, a window of one block and of all of them.
+TEST(BlockShardOrder, EqualsTheShardOrderOfItsBlocks) {
+  int checked = 0;
+  for (uint64_t block : {1, 3, 7, 16}) {
+    for (uint64_t window : {1, 2, 3, 5, 100}) {
+      for (uint64_t n = 0; n <= 6 * block * 3 + 2; ++n) {
+        for (uint64_t epoch : {0, 3}) {
+          for (uint64_t seed : {11, 12}) {
+            const BlockShardOrder blocks(n, block, window, Seed(seed), epoch);
+            ASSERT_EQ(blocks.size(), n);
+            ShardOptions o;
+            for (uint64_t left = n; left > 0; left -= std::min(left, block)) {
+              o.shard_sizes.push_back(std::min(left, block));
+            }
+            o.window = window;
+            o.seed = Seed(seed);
+            const auto shards = make_shard_order(o, epoch);
+            std::vector<uint64_t> gathered(n);
+            blocks.gather(0, n, gathered.data());
+            for (uint64_t p = 0; p < n; ++p) {
+              ASSERT_EQ(blocks(p), shards->at(p))
+                  << "n " << n << " block " << block << " window " << window << " position " << p;
+              ASSERT_EQ(gathered[p], blocks(p)) << "gathered, position " << p;
+            }
+            if (n > 2) {  // a gather that starts inside a window
+              std::vector<uint64_t> part(n - 2);
+              blocks.gather(1, n - 2, part.data());
+              for (uint64_t p = 1; p + 1 < n; ++p) ASSERT_EQ(part[p - 1], blocks(p));
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+// O(1) memory: a source of 10^12 documents in blocks of 1,000, read anywhere.
+TEST(BlockShardOrder, LargeSourcesAndBadArguments) {
+  const uint64_t n = 1000000000000ull + 17;
+  const BlockShardOrder order(n, 1000, 8, Seed(5), 2);
+  std::set<uint64_t> seen;
+  for (uint64_t p = n - 1; p > n - 3000; --p) {
+    const uint64_t d = order.at(p);
+    ASSERT_LT(d, n);
+    seen.insert(d);
+  }
+  EXPECT_EQ(seen.size(), 2999u);
+  EXPECT_THROW(order.at(n), std::out_of_range);
+  EXPECT_THROW(BlockShardOrder(10, 0, 1, Seed(1), 0), std::invalid_argument);
+  EXPECT_THROW(BlockShardOrder(10, 1, 0, Seed(1), 0), std::invalid_argument);
+  EXPECT_THROW(BlockShardOrder((uint64_t{1} << 63) + 1, 1, 1, Seed(1), 0), std::invalid_argument);
 }
 
 }  // namespace
