@@ -189,8 +189,10 @@ uint64_t feed_spans_per_sequence(const TokenStreamCore& s) {
 TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
                               uint64_t global_batch, uint64_t seed, const std::string& packing,
                               uint64_t window, std::vector<double> split,
-                              const std::string& subset, std::optional<uint64_t> append_eod) {
+                              const std::string& subset, std::optional<uint64_t> append_eod,
+                              const std::vector<std::pair<uint64_t, uint64_t>>& orders = {}) {
   TokenPlanOptions o;
+  for (const auto& [block, window] : orders) o.orders.push_back(SourceOrder{block, window});
   o.appended_eod = append_eod;
   if (!split.empty()) o.split = SplitRule(std::move(split), "split").fractions();
   o.subset = parse_split(subset, "subset");
@@ -201,6 +203,14 @@ TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
   o.packing = parse_packing(packing);
   o.window = window;
   return o;
+}
+
+// A plan's source orders as (block, window) pairs, as the constructor takes them.
+using Orders = std::vector<std::pair<uint64_t, uint64_t>>;
+Orders orders_of(const TokenPlanOptions& o) {
+  Orders out;
+  for (const SourceOrder& s : o.orders) out.emplace_back(s.block, s.window);
+  return out;
 }
 
 // numpy's array of `values` (moved, not copied) in `shape`.
@@ -383,18 +393,20 @@ void bind_tokens(py::module_& m) {
                        uint64_t seed, const std::string& packing, uint64_t window,
                        Changes changes, Ramps ramps, Appends appends, Skips skips,
                        std::vector<double> split, const std::string& subset,
-                       std::optional<uint64_t> append_eod) {
+                       std::optional<uint64_t> append_eod,
+                       std::vector<std::pair<uint64_t, uint64_t>> orders) {
              return TokenStreamCore(
                  std::move(prefixes),
                  make_options(std::move(weights), seq_len, global_batch, seed, packing, window,
-                              std::move(split), subset, append_eod),
+                              std::move(split), subset, append_eod, orders),
                  Edits{std::move(changes), std::move(ramps), std::move(appends), std::move(skips)});
            }),
            py::arg("prefixes"), py::arg("weights"), py::arg("seq_len"), py::arg("global_batch"),
            py::arg("seed"), py::arg("packing"), py::arg("window"), py::arg("changes") = Changes{},
            py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{},
            py::arg("split") = std::vector<double>{}, py::arg("subset") = "train",
-           py::arg("append_eod") = py::none())
+           py::arg("append_eod") = py::none(),
+           py::arg("orders") = std::vector<std::pair<uint64_t, uint64_t>>{})
       .def_property_readonly("shards", [](const TokenStreamCore& s) { return s.shards; },
                              "Per source (new ones included), its shard prefixes followed by "
                              "those its appends add, numbered as the plan numbers them")
@@ -490,7 +502,8 @@ void bind_tokens(py::module_& m) {
                                   std::string(to_string(o.subset)), o.appended_eod,
                                   s.fed ? py::make_tuple(static_cast<int64_t>(s.fed->feed()->pid()),
                                                          s.fed->feed()->fd())
-                                        : py::object(py::none()));
+                                        : py::object(py::none()),
+                                  orders_of(o));
           },
           [](py::tuple t) {
             TokenStreamCore s(t[0].cast<std::vector<std::vector<std::string>>>(),
@@ -499,7 +512,8 @@ void bind_tokens(py::module_& m) {
                                            t[5].cast<std::string>(), t[6].cast<uint64_t>(),
                                            t[12].cast<std::vector<double>>(),
                                            t[13].cast<std::string>(),
-                                           t[14].cast<std::optional<uint64_t>>()),
+                                           t[14].cast<std::optional<uint64_t>>(),
+                                           t.size() > 16 ? t[16].cast<Orders>() : Orders{}),
                               Edits{t[8].cast<Changes>(), t[9].cast<Ramps>(),
                                     t[10].cast<Appends>(), t[11].cast<Skips>()});
             s.plan->load_state_dict(to_dict_value(t[7]));

@@ -79,6 +79,27 @@ def _one_storage(*tensors: torch.Tensor) -> List[torch.Tensor]:
     return out
 
 
+def _locality(locality: Optional[Sequence[Optional[Tuple[int, int]]]],
+              sources: int) -> Optional[List[Optional[Tuple[int, int]]]]:
+    """TokenStream's ``locality``, checked: per source None or (block >= 1, window >= 1)."""
+    if locality is None:
+        return None
+    out: List[Optional[Tuple[int, int]]] = []
+    for s, o in enumerate(locality):
+        if o is None:
+            out.append(None)
+            continue
+        block, window = o
+        if isinstance(block, bool) or isinstance(window, bool) or int(block) < 1 or \
+                int(window) < 1:
+            raise ValueError(f"locality[{s}] = {o!r}: (block, window), a block of at least 1 "
+                             "document and a window of at least 1 block, or None")
+        out.append((int(block), int(window)))
+    if len(out) > sources:
+        raise ValueError(f"locality: {len(out)} given for {sources} sources; at most one each")
+    return out
+
+
 class TokenStream(IterableDataset):  # type: ignore[type-arg]
     """This rank's batches of a run's global sequence stream, step after step (endless).
 
@@ -131,6 +152,14 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     ``"inline"``: each process plans every step itself as it reads (as 0.1.0 did). The
     batches are the same whichever; a step the planner does not hold (a rank fallen a ring behind,
     the planner's process killed) is planned by the reader itself.
+
+    Locality (docs/tokens.md, "Sources in an object store"): ``locality`` gives per source
+    ``(block, window)`` or None. None (the default) reads the source in a global shuffle of its
+    documents; ``(block, window)`` in the locality order for object stores: its documents in
+    blocks of ``block`` contiguous ones, the blocks in a keyed order, the documents shuffled
+    within windows of ``window`` blocks (policies/shards.h's BlockShardOrder), so that a stretch
+    of the stream reads about ``window`` blocks of the source. The rest of the plan is the same
+    (mix, packing, edits, any-W resume); a checkpoint records the orders.
     """
 
     def __init__(self, sources: Sequence[Tuple[Prefixes, float]], *, seq_len: int,
@@ -145,7 +174,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                  skips: Sequence[Tuple[int, Sequence[Tuple[int, int]]]] = (),
                  split: Optional[Sequence[float]] = None, subset: str = "train",
                  steps: Optional[int] = None, planner: str = "node",
-                 plan_ahead: int = 16) -> None:
+                 plan_ahead: int = 16,
+                 locality: Optional[Sequence[Optional[Tuple[int, int]]]] = None) -> None:
         self.world_size, self.rank = _world(world_size, rank)
         if planner not in ("node", "process", "inline"):
             raise ValueError(f"planner = {planner!r}: one of 'node', 'process', 'inline'")
@@ -160,7 +190,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             changes=list(changes),
             ramps=list(ramps), appends=[(st, so, _shards(p)) for st, so, p in appends],
             skips=list(skips), split=None if split is None else [float(f) for f in split],
-            planner=planner, plan_ahead=plan_ahead)
+            planner=planner, plan_ahead=plan_ahead, locality=_locality(locality, len(sources)))
         if append_eod and (eod_token is None or eod_token < 0):
             raise ValueError(f"append_eod=True needs eod_token, a token id >= 0 (eod_token = "
                              f"{eod_token})")
@@ -169,7 +199,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             global_batch, seed, packing, window, changes=list(changes), ramps=list(ramps),
             appends=[(step, source, _shards(p)) for step, source, p in appends],
             skips=list(skips), split=[] if split is None else [float(f) for f in split],
-            subset=subset, append_eod=eod_token if append_eod else None)
+            subset=subset, append_eod=eod_token if append_eod else None,
+            orders=[(0, 1) if o is None else o for o in self._args["locality"] or ()])
         self.subset, self.single_pass = subset, subset != "train"
         if steps is not None and (not self.single_pass or steps <= 0):
             raise ValueError(f"steps = {steps}: a cap on an evaluation pass (subset 'valid' or "

@@ -229,6 +229,7 @@ void lengths_by_part(const std::vector<uint64_t>& starts, const uint64_t* docume
 }  // namespace detail
 
 void Mixer::EpochOrder::gather(uint64_t first, uint64_t count, uint64_t* out) const {
+  if (parts.empty() && blocks) return blocks->gather(first, count, out);
   if (parts.empty()) return base.gather(first, 1, count, out);
   for (uint64_t i = 0; i < count; ++i) out[i] = at(first + i);
 }
@@ -243,18 +244,28 @@ uint64_t Mixer::EpochOrder::at(uint64_t position) const {
     if (x >= unread) return part.before + (x - unread);  // an appended document
     position = part.start + x;
   }
-  return base(position);
+  return blocks ? (*blocks)(position) : base(position);
 }
 
 Mixer::Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources,
              std::vector<double> weights, uint64_t seed, uint64_t piece_tokens,
-             std::vector<MixEdit> edits, Holdout holdout)
+             std::vector<MixEdit> edits, Holdout holdout, std::vector<SourceOrder> orders)
     : initial_(std::move(sources)),
       initial_weights_(std::move(weights)),
       edits_(std::move(edits)),
       seed_(seed),
       piece_tokens_(piece_tokens),
-      holdout_(std::move(holdout)) {
+      holdout_(std::move(holdout)),
+      orders_(std::move(orders)) {
+  if (orders_.size() > initial_.size()) {
+    invalid("orders: " + std::to_string(orders_.size()) + " given for " +
+            std::to_string(initial_.size()) + " sources; allowed: at most one per source");
+  }
+  for (size_t s = 0; s < orders_.size(); ++s) {
+    if (orders_[s].block > 0 && orders_[s].window == 0) {
+      invalid("orders[" + std::to_string(s) + "]: window = 0; allowed: at least 1 block");
+    }
+  }
   if (initial_.empty()) invalid("sources: none given; at least one source is needed");
   if (initial_.size() > kMaxSources) {
     invalid("sources: " + std::to_string(initial_.size()) + " given; at most " +
@@ -489,7 +500,12 @@ Mixer::EpochOrder Mixer::order_of(uint32_t source, uint64_t epoch,
     if (l.source == source && l.epoch < epoch) size += edits_[l.edit].documents->documents();
   }
   EpochOrder order;
-  order.base = FeistelPermutation(size, source_seed(seed_, source), epoch);
+  const SourceOrder kind = source < orders_.size() ? orders_[source] : SourceOrder{};
+  if (kind.block > 0) {
+    order.blocks.emplace(size, kind.block, kind.window, Seed(source_seed(seed_, source)), epoch);
+  } else {
+    order.base = FeistelPermutation(size, source_seed(seed_, source), epoch);
+  }
   for (const Landing& l : landings) {
     if (l.source != source || l.epoch != epoch) continue;
     const uint64_t before = order.size();

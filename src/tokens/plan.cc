@@ -55,6 +55,15 @@ DictValue plan_config(const std::vector<std::shared_ptr<const DocumentLengths>>&
         .set("subset", DictValue::string(std::string(to_string(o.subset))));
   }
   if (o.appended_eod) config.set("append_eod", DictValue::integer(*o.appended_eod));
+  // Recorded only when some source has a locality order: earlier checkpoints stay valid.
+  if (std::any_of(o.orders.begin(), o.orders.end(), [](const SourceOrder& s) { return s.block; })) {
+    std::vector<DictValue> orders;
+    for (const SourceOrder& s : o.orders) {
+      orders.push_back(
+          DictValue::list({DictValue::integer(s.block), DictValue::integer(s.window)}));
+    }
+    config.set("orders", DictValue::list(std::move(orders)));
+  }
   return config;
 }
 
@@ -139,7 +148,7 @@ TokenPlan::TokenPlan(std::vector<std::shared_ptr<const DocumentLengths>> sources
                      TokenPlanOptions options)
     : options_(std::move(options)),
       mixer_(sources, options_.weights, options_.seed, checked_seq_len(options_.seq_len) + 1,
-             options_.edits, holdout_of(options_)) {
+             options_.edits, holdout_of(options_), options_.orders) {
   if (options_.global_batch == 0) invalid("global_batch = 0; at least 1 sequence per step");
   if (options_.packing == Packing::kBestFit &&
       (options_.window == 0 || options_.window > TokenPlanOptions::kMaxWindow)) {

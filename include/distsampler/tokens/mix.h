@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,7 @@
 
 #include "distsampler/feistel.h"
 #include "distsampler/hash.h"  // detail::Uint128
+#include "distsampler/policies/shards.h"
 
 namespace distsampler {
 
@@ -206,6 +208,19 @@ struct Landing {
   }
 };
 
+// A source's document order within an epoch. block = 0 (the default): the global shuffle, a
+// keyed permutation of all its documents. block >= 1: the locality order for an object store,
+// policies/shards.h's BlockShardOrder: documents in blocks of `block` contiguous ones, the blocks
+// in a keyed order, the documents shuffled within windows of `window` blocks, so that a stretch
+// of the order reads about `window` blocks (each block one ranged read, kept while its window
+// lasts). Documents appended by an edit join the rest of the epoch by a keyed permutation, as
+// with the global shuffle.
+struct SourceOrder {
+  uint64_t block = 0;
+  uint64_t window = 1;
+  bool operator==(const SourceOrder& o) const { return block == o.block && window == o.window; }
+};
+
 // The mixer's state: O(sources + edits).
 struct MixState {
   std::vector<SourceCursor> cursors;
@@ -241,9 +256,13 @@ class Mixer {
   // source (single pass) with tokens falls in; a single pass with edits after step 0.
   // A single pass marks a source that has read its last document with cursor epoch 1; pieces
   // come from the sources not yet done (by WF2Q while one is eligible, else the earliest finish).
+  // `orders`: per source its SourceOrder (empty, or missing for a source: the global shuffle);
+  // std::invalid_argument naming orders[s] for a window of 0 with a block, or more orders than
+  // sources.
   Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources, std::vector<double> weights,
         uint64_t seed, uint64_t piece_tokens, std::vector<MixEdit> edits = {},
-        Holdout holdout = {});
+        Holdout holdout = {}, std::vector<SourceOrder> orders = {});
+  const std::vector<SourceOrder>& orders() const { return orders_; }
 
   // Whether edits take effect by plan step `step`, and applying them (no piece is drawn between
   // the two: the plan calls them before its next draw).
@@ -300,9 +319,11 @@ class Mixer {
       FeistelPermutation rest;         // over (before - start) + appended positions
     };
     FeistelPermutation base;
+    std::optional<BlockShardOrder> blocks;  // instead of base: a source's locality order
     std::vector<Part> parts;
     uint64_t size() const {
-      return parts.empty() ? base.size() : parts.back().start + parts.back().rest.size();
+      return parts.empty() ? (blocks ? blocks->size() : base.size())
+                           : parts.back().start + parts.back().rest.size();
     }
     uint64_t at(uint64_t position) const;
     void gather(uint64_t first, uint64_t count, uint64_t* out) const;  // at(first + i)
@@ -365,6 +386,7 @@ class Mixer {
   uint64_t seed_ = 0;
   uint64_t piece_tokens_ = 0;
   Holdout holdout_;
+  std::vector<SourceOrder> orders_;  // per initial source; later ones the global shuffle
 
   std::vector<std::shared_ptr<const DocumentLengths>> sources_;
   std::vector<uint64_t> quotas_;

@@ -58,6 +58,9 @@ struct TokenPlanOptions {
   // The end-of-document token the reader appends to each non-empty document (loader/tokens.h's
   // IndexedLengths), when it does: the lengths given count it already; the config records it.
   std::optional<uint64_t> appended_eod;
+  // Per source its document order (mix.h's SourceOrder: the global shuffle, or blocks shuffled
+  // within windows for an object store); empty: the global shuffle for every source.
+  std::vector<SourceOrder> orders;
   static constexpr uint64_t kDefaultWindow = 1024;
   static constexpr uint64_t kMaxWindow = uint64_t{1} << 24;
   static constexpr uint64_t kMaxSeqLen = uint64_t{1} << 30;
