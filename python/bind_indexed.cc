@@ -69,7 +69,10 @@ void bind_indexed(py::module_& m) {
       "s3_counts",
       [] {
         const ObjectStoreCounts c = object_store_counts();
-        return py::dict(py::arg("requests") = c.requests, py::arg("bytes") = c.bytes);
+        return py::dict(py::arg("requests") = c.requests, py::arg("bytes") = c.bytes,
+                        py::arg("block_hits") = c.block_hits,
+                        py::arg("block_fetches") = c.block_fetches,
+                        py::arg("cached_bytes") = c.cached_bytes);
       },
       "What this process asked of object stores for s3:// sources (loader/indexed.h's "
       "object_store_counts): requests, each try counted, and the bytes they returned");

@@ -127,6 +127,11 @@ struct TokenStreamCore {
     if (options.appended_eod) eod = static_cast<int64_t>(*options.appended_eod);
     TokenRun run = open_token_run(prefixes, token_edits(edits), eod);
     sources = std::move(run.readers);
+    // A source in a locality order is read a block of its order at a time (from an object
+    // store; a local source reads as before).
+    for (size_t s = 0; s < options.orders.size() && s < sources.size(); ++s) {
+      if (options.orders[s].block > 0) sources[s]->source().read_in_blocks(options.orders[s].block);
+    }
     shards = std::move(run.shards);
     options.edits = std::move(run.edits);
     plan = std::make_shared<TokenPlan>(run.sources, options);

@@ -126,7 +126,21 @@ T read_entry(const detail::PooledFile& file, uint64_t offset) {
 struct IndexedDataset::Remote {
   detail::S3Object object;
   detail::S3Version version;
+  // read_in_blocks(): documents a block (0: each read its own range), and the source's number
+  // of this shard's first document (blocks are counted in the source's numbering).
+  mutable std::atomic<uint64_t> block_documents{0};
+  mutable std::atomic<uint64_t> first_document{0};
 };
+
+void IndexedDataset::read_in_blocks(uint64_t first_document, uint64_t documents) const {
+  if (remote_ == nullptr) return;
+  remote_->first_document.store(first_document, std::memory_order_relaxed);
+  remote_->block_documents.store(documents, std::memory_order_relaxed);
+}
+
+void IndexedSource::read_in_blocks(uint64_t documents) const {
+  for (size_t i = 0; i < shards_.size(); ++i) shards_[i].read_in_blocks(starts_[i], documents);
+}
 
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   const uint16_t one = 1;
@@ -452,7 +466,21 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
   const uint64_t first_byte = e.byte + begin * token_bytes_;
   const unsigned char* p = tokens_ + first_byte;
   thread_local std::vector<unsigned char> fetched;
-  if (remote_ != nullptr) {
+  std::shared_ptr<const std::vector<unsigned char>> block;  // holds p's bytes while they are read
+  const uint64_t per_block =
+      remote_ != nullptr ? remote_->block_documents.load(std::memory_order_relaxed) : 0;
+  if (per_block > 0) {
+    // The whole block of documents holding this one, one request, cached: its neighbours in the
+    // block are read from it too.
+    const uint64_t first = remote_->first_document.load(std::memory_order_relaxed);
+    const uint64_t number = (first + document) / per_block;
+    const uint64_t a = std::max(number * per_block, first) - first;
+    const uint64_t b = std::min((number + 1) * per_block, first + sequences_) - first;
+    const uint64_t from = checked_pointer(a);
+    const uint64_t to = b == sequences_ ? bin_bytes_ : checked_pointer(b);
+    block = detail::s3_block(remote_->object, remote_->version, number, from, to - from);
+    p = block->data() + (first_byte - from);
+  } else if (remote_ != nullptr) {
     fetched.resize(n * token_bytes_);
     detail::s3_read(remote_->object, remote_->version, first_byte, n * token_bytes_,
                     fetched.data());
@@ -487,6 +515,10 @@ ObjectStoreCounts object_store_counts() {
   ObjectStoreCounts c;
   c.requests = detail::s3_requests();
   c.bytes = detail::s3_bytes_read();
+  const detail::S3CacheCounts cache = detail::s3_cache_counts();
+  c.block_hits = cache.hits;
+  c.block_fetches = cache.fetches;
+  c.cached_bytes = cache.bytes;
   return c;
 }
 

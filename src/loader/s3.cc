@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
+#include <list>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -631,6 +634,123 @@ int s3_requests_in_flight() {
     return static_cast<int>(v);
   }();
   return in_flight;
+}
+
+namespace {
+
+// s3_block's cache: blocks by (object, ETag, block number), the most recently used first.
+struct BlockCache {
+  using Key = std::pair<std::string, uint64_t>;
+  using Data = std::shared_ptr<const std::vector<unsigned char>>;
+  struct Entry {
+    std::shared_future<Data> data;
+    uint64_t bytes = 0;  // counted once fetched
+    std::list<Key>::iterator used;
+  };
+  std::mutex lock;
+  std::map<Key, Entry> blocks;
+  std::list<Key> recency;  // front: the most recently used
+  uint64_t bytes = 0, hits = 0, fetches = 0;
+  uint64_t budget = 0;
+};
+
+BlockCache& block_cache() {
+  static BlockCache* cache = [] {
+    auto* c = new BlockCache;  // never destroyed: reads may run while the process exits
+    const std::string text = env("DISTSAMPLER_S3_CACHE_MB");
+    double mb = 256;
+    if (!text.empty()) {
+      char* end = nullptr;
+      mb = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(mb >= 0) || mb > 1e7) {
+        delete c;
+        throw std::invalid_argument("DISTSAMPLER_S3_CACHE_MB = '" + text +
+                                    "'; allowed: megabytes in [0, 10^7]");
+      }
+    }
+    c->budget = static_cast<uint64_t>(mb * 1e6);
+    // Held across fork(), so that a child never inherits it locked; the child starts empty (a
+    // fetch in flight in the parent has no thread in the child to finish it).
+    ::pthread_atfork([] { block_cache().lock.lock(); }, [] { block_cache().lock.unlock(); },
+                     [] {
+                       BlockCache& cache = block_cache();
+                       cache.blocks.clear();
+                       cache.recency.clear();
+                       cache.bytes = cache.hits = cache.fetches = 0;
+                       cache.lock.unlock();
+                     });
+    return c;
+  }();
+  return *cache;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::vector<unsigned char>> s3_block(const S3Object& object,
+                                                           const S3Version& version,
+                                                           uint64_t block, uint64_t offset,
+                                                           uint64_t n) {
+  BlockCache& cache = block_cache();
+  const BlockCache::Key key{object.url() + "\n" + version.etag, block};
+  std::unique_ptr<std::promise<BlockCache::Data>> mine;
+  std::shared_future<BlockCache::Data> data;
+  {
+    std::lock_guard<std::mutex> hold(cache.lock);
+    auto it = cache.blocks.find(key);
+    if (it != cache.blocks.end()) {
+      cache.recency.splice(cache.recency.begin(), cache.recency, it->second.used);
+      ++cache.hits;
+      data = it->second.data;
+    } else {
+      ++cache.fetches;
+      mine = std::make_unique<std::promise<BlockCache::Data>>();
+      data = mine->get_future().share();
+      cache.recency.push_front(key);
+      cache.blocks.emplace(key, BlockCache::Entry{data, 0, cache.recency.begin()});
+    }
+  }
+  if (!mine) return data.get();  // found, or being fetched by another thread: its result
+  try {
+    auto bytes = std::make_shared<std::vector<unsigned char>>(n);
+    s3_read(object, version, offset, n, bytes->data());
+    mine->set_value(bytes);
+  } catch (...) {
+    mine->set_exception(std::current_exception());
+    std::lock_guard<std::mutex> hold(cache.lock);
+    auto it = cache.blocks.find(key);  // not kept: the next read tries again
+    if (it != cache.blocks.end() && it->second.bytes == 0) {
+      cache.recency.erase(it->second.used);
+      cache.blocks.erase(it);
+    }
+    throw;
+  }
+  std::lock_guard<std::mutex> hold(cache.lock);
+  auto it = cache.blocks.find(key);
+  if (it != cache.blocks.end() && it->second.bytes == 0) {
+    it->second.bytes = n;
+    cache.bytes += n;
+  }
+  // Over the budget: the least recently used fetched blocks go (a reader holding one keeps its
+  // bytes until it is done); blocks still being fetched stay.
+  for (auto at = cache.recency.end(); cache.bytes > cache.budget && at != cache.recency.begin();) {
+    --at;
+    auto entry = cache.blocks.find(*at);
+    if (entry->second.bytes == 0) continue;
+    cache.bytes -= entry->second.bytes;
+    cache.blocks.erase(entry);
+    at = cache.recency.erase(at);
+  }
+  return data.get();
+}
+
+S3CacheCounts s3_cache_counts() {
+  BlockCache& cache = block_cache();
+  std::lock_guard<std::mutex> hold(cache.lock);
+  S3CacheCounts c;
+  c.hits = cache.hits;
+  c.fetches = cache.fetches;
+  c.bytes = cache.bytes;
+  return c;
 }
 
 uint64_t s3_requests() { return g_requests.load(std::memory_order_relaxed); }

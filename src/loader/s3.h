@@ -32,7 +32,9 @@
 #define DISTSAMPLER_SRC_LOADER_S3_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace distsampler {
 namespace detail {
@@ -73,6 +75,22 @@ std::string s3_cached_copy(const S3Object& object, S3Version* version = nullptr)
 // DISTSAMPLER_S3_REQUESTS (s3.h's settings): reads in flight at once. Throws
 // std::invalid_argument naming the variable, its value and what is allowed.
 int s3_requests_in_flight();
+
+// Bytes [offset, offset + n) of the object (which must still be `version`), read whole once and
+// kept in this process's cache of blocks under `block` (the caller's number for the range: one
+// range a block of an object), so that the callers reading inside one block make one request.
+// The cache holds DISTSAMPLER_S3_CACHE_MB (default 256) megabytes of blocks at most, the least
+// recently used dropped first; a block wanted by several threads at once is fetched once; a
+// failed fetch is not kept (the next read tries again). Fork-safe: a child starts empty.
+std::shared_ptr<const std::vector<unsigned char>> s3_block(const S3Object& object,
+                                                           const S3Version& version,
+                                                           uint64_t block, uint64_t offset,
+                                                           uint64_t n);
+// The cache's counts in this process: blocks found, blocks fetched, bytes held now.
+struct S3CacheCounts {
+  uint64_t hits = 0, fetches = 0, bytes = 0;
+};
+S3CacheCounts s3_cache_counts();
 
 // Requests this process has made (each try counts), and the bytes the GETs returned (tests,
 // benchmarks).

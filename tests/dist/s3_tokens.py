@@ -17,6 +17,10 @@ Usage: s3_tokens.py PYTHON_PACKAGE_DIR S3_VENV_PYTHON   (weed beside S3_VENV_PYT
    server while a stream reads it, then one cut short ("changed since it was opened", naming the
    object).
 5. Three processes opening one source at once with an empty cache fetch its .idx once.
+6. Sources in a locality order (TokenStream(locality=...)), read a block at a time into a cache
+   of 8 KB: the local files' batches in the same order, with workers, on W = 1 and 2; with 0
+   workers, fewer requests than half the document pieces, blocks found in the cache, and the
+   cache within its budget (plus one block).
 """
 import os
 import shutil
@@ -54,10 +58,10 @@ def prefixes(sources, base):
     return [([base + name for name in shards], weight) for shards, weight in sources]
 
 
-def stream(sources, rank, world, state=None):
+def stream(sources, rank, world, state=None, locality=None):
     from distsampler.tokens import TokenStream
     s = TokenStream(sources, seq_len=SEQ_LEN, global_batch=BATCH, seed=5, rank=rank,
-                    world_size=world, micro_batch=MICRO)
+                    world_size=world, micro_batch=MICRO, locality=locality)
     if state is not None:
         s.load_state_dict(state)
     return s
@@ -288,6 +292,33 @@ def main(package_dir, s3_python):
                 problems.append(f"3 processes opening one source: requests {counts}, "
                                 "want [2, 2, 3] (one GET of the .idx)")
             print(f"part 5: 3 processes opening one source at once: requests {counts}")
+            # 6: sources in a locality order, read a block at a time into a cache of 8 KB (so
+            # that blocks are dropped and fetched again): the same batches as the local files in
+            # the same order, with workers; with 0 workers, fewer requests than document pieces.
+            os.environ["DISTSAMPLER_S3_CACHE_MB"] = "0.008"
+            locality = [(40, 2), None, (25, 3)]
+            for world in (1, 2):
+                remote = [stream(remote_sources, r, world, locality=locality)
+                          for r in range(world)]
+                local = [stream(local_sources, r, world, locality=locality)
+                         for r in range(world)]
+                compare(remote, local, world, STEPS, problems, f"locality, W = {world}")
+            before = _core.s3_counts()
+            got = stream(remote_sources, 0, 1, locality=locality).loader(num_workers=0)
+            pieces = 0
+            for _ in range(STEPS * (BATCH // MICRO)):
+                pieces += len(next(got)["cu_seqlens"]) - 1
+            after = _core.s3_counts()
+            made = after["requests"] - before["requests"]
+            fetched = after["block_fetches"] - before["block_fetches"]
+            hits = after["block_hits"] - before["block_hits"]
+            if not 0 < made < pieces / 2 or hits == 0 or after["cached_bytes"] > 8000 + 65536:
+                problems.append(f"locality: {made} requests for {pieces} pieces, {fetched} "
+                                f"blocks fetched, {hits} found, {after['cached_bytes']} bytes "
+                                "cached")
+            print(f"part 6: locality orders read in blocks: equal with workers on W = 1, 2; "
+                  f"{made} requests for {pieces} document pieces ({fetched} blocks fetched, "
+                  f"{hits} found), {after['cached_bytes']} bytes cached")
             requests = _core.s3_counts()
             print(f"requests made by this process: {requests}")
     finally:

@@ -71,6 +71,13 @@ class IndexedDataset {
   uint64_t total_tokens() const { return bin_bytes_ / token_bytes_; }  // O(1)
   // Whether the .bin is an object store's (an s3:// prefix): each read() is a request.
   bool remote() const { return remote_ != nullptr; }
+  // An object store's .bin: from now on read() fetches the whole block of `documents` documents
+  // holding its document (blocks counted from the source's document 0; this shard's first is
+  // the source's `first_document`), one request, and keeps it in the process's cache of blocks
+  // (s3.h: DISTSAMPLER_S3_CACHE_MB, least recently used dropped first), so that documents read
+  // near each other (a locality order, mix.h's SourceOrder) cost one request a block. A local
+  // .bin: nothing changes. Safe while other threads read.
+  void read_in_blocks(uint64_t first_document, uint64_t documents) const;
   int token_bytes() const { return static_cast<int>(token_bytes_); }
   std::string_view dtype_name() const;  // "uint16", "int32", ... (numpy's names)
 
@@ -117,6 +124,10 @@ class IndexedDataset {
 struct ObjectStoreCounts {
   uint64_t requests = 0;
   uint64_t bytes = 0;
+  // read_in_blocks' cache: blocks found in it, blocks fetched, bytes it holds now.
+  uint64_t block_hits = 0;
+  uint64_t block_fetches = 0;
+  uint64_t cached_bytes = 0;
 };
 ObjectStoreCounts object_store_counts();
 
@@ -141,6 +152,7 @@ class IndexedSource {
 
   const std::vector<IndexedDataset>& shards() const { return shards_; }
   bool remote() const;  // whether some shard is an object store's
+  void read_in_blocks(uint64_t documents) const;  // IndexedDataset's, for every shard
   // The source's first document in shards()[shard]; shard_start(shards().size()) == documents().
   // Throws std::out_of_range when shard > shards().size().
   uint64_t shard_start(size_t shard) const;
