@@ -13,7 +13,9 @@ after the first pass). Each figure comes from a fresh process (the object-store 
 once per process).
 1. Tokens rank 0 of W = 8 receives per second through TokenStream.loader() with 0 and 2
    DataLoader workers (B = 512 sequences of L + 1 = 4097 tokens, micro batches of 16), local files
-   against s3://, the median of 3, over the steps after the first.
+   against s3://, the median of 3, over the steps after the first; in the global shuffle, and
+   in a locality order (TokenStream(locality=...): from the store, a block of the order a
+   request, kept in the process's cache of blocks).
 2. The loop's wait per step behind a relay that holds each request 50 ms (DelayProxy: a remote
    store's latency), with a model step of 200 ms simulated by sleeping after each step
    (B = 64 sequences of 1,025 tokens, rank 0 of W = 8: one batch of 8 a step), in three modes:
@@ -42,6 +44,7 @@ from s3_server import DelayProxy, SeaweedS3  # noqa: E402
 SOURCES = 10
 W, SEED = 8, 1
 RATE = dict(seq_len=4096, global_batch=512, micro_batch=16)
+LOCALITY = (100, 16)  # blocks of 100 documents (about 60 KB), windows of 16 blocks
 WAIT = dict(seq_len=1024, global_batch=64, micro_batch=8)
 LATENCY, COMPUTE = 0.05, 0.2
 BEGIN = "<!-- bench/tokens_s3.py: begin (generated; edit the script, not this text) -->"
@@ -125,9 +128,12 @@ def main():
             env = dict(server.env(), DISTSAMPLER_S3_CACHE=os.path.join(root, "cache"))
             run(py, package, remote, RATE, "node", 0, 2, env=env)  # the server's cache warm
             steps = 10
+            blocked = dict(RATE, locality=[LOCALITY] * SOURCES)
             for workers in (0, 2):
-                for where, prefixes in (("local", local), ("s3", remote)):
-                    got = [run(py, package, prefixes, RATE, "node", workers, steps, env=env)
+                for where, prefixes, shape in (("local", local, RATE), ("s3", remote, RATE),
+                                               ("local, locality", local, blocked),
+                                               ("s3, locality", remote, blocked)):
+                    got = [run(py, package, prefixes, shape, "node", workers, steps, env=env)
                            for _ in range(3)]
                     rates[where, workers] = statistics.median(g["rate"] for g in got)
             with DelayProxy(server.ports["s3"], LATENCY) as slow:
@@ -162,11 +168,18 @@ def main():
          f"batches of {RATE['micro_batch']}; the median of 3 fresh processes, {steps} steps after "
          "the first):")
     emit("")
-    emit("| DataLoader workers | local files | s3:// (local server) | s3 / local |")
-    emit("|---|---|---|---|")
-    for workers in (0, 2):
-        a, b = rates["local", workers], rates["s3", workers]
-        emit(f"| {workers} | {a / 1e6:.1f} M | {b / 1e6:.1f} M | {b / a:.2f}x |")
+    emit("| order | DataLoader workers | local files | s3:// (local server) | s3 / local |")
+    emit("|---|---|---|---|---|")
+    for order, suffix in (("global shuffle", ""), (f"locality {LOCALITY}", ", locality")):
+        for workers in (0, 2):
+            a, b = rates["local" + suffix, workers], rates["s3" + suffix, workers]
+            emit(f"| {order} | {workers} | {a / 1e6:.1f} M | {b / 1e6:.1f} M | {b / a:.2f}x |")
+    emit("")
+    emit(f"Locality {LOCALITY}: `TokenStream(locality=[{LOCALITY}] * {SOURCES})`, each source's "
+         f"documents in blocks of {LOCALITY[0]} shuffled within windows of {LOCALITY[1]} blocks; "
+         "from the store a document's read fetches its block whole into the process's cache of "
+         "blocks (256 MB), where its neighbours are then found. The global shuffle reads each "
+         "document with its own request.")
     emit("")
     emit(f"The loop's wait per step behind a store {LATENCY * 1e3:.0f} ms away (a relay holds each "
          f"request {LATENCY * 1e3:.0f} ms), 0 workers, with a model step of "
