@@ -466,20 +466,23 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
   const uint64_t first_byte = e.byte + begin * token_bytes_;
   const unsigned char* p = tokens_ + first_byte;
   thread_local std::vector<unsigned char> fetched;
-  std::shared_ptr<const std::vector<unsigned char>> block;  // holds p's bytes while they are read
+  std::shared_ptr<const detail::S3Block> block;  // holds p's bytes while they are read
   const uint64_t per_block =
       remote_ != nullptr ? remote_->block_documents.load(std::memory_order_relaxed) : 0;
   if (per_block > 0) {
     // The whole block of documents holding this one, one request, cached: its neighbours in the
     // block are read from it too.
+    // Its byte range (two pointer reads of the .idx) is worked out only when it is fetched.
     const uint64_t first = remote_->first_document.load(std::memory_order_relaxed);
     const uint64_t number = (first + document) / per_block;
-    const uint64_t a = std::max(number * per_block, first) - first;
-    const uint64_t b = std::min((number + 1) * per_block, first + sequences_) - first;
-    const uint64_t from = checked_pointer(a);
-    const uint64_t to = b == sequences_ ? bin_bytes_ : checked_pointer(b);
-    block = detail::s3_block(remote_->object, remote_->version, number, from, to - from);
-    p = block->data() + (first_byte - from);
+    block = detail::s3_block(remote_->object, remote_->version, number, [&] {
+      const uint64_t a = std::max(number * per_block, first) - first;
+      const uint64_t b = std::min((number + 1) * per_block, first + sequences_) - first;
+      const uint64_t from = checked_pointer(a);
+      const uint64_t to = b == sequences_ ? bin_bytes_ : checked_pointer(b);
+      return std::make_pair(from, to - from);
+    });
+    p = block->bytes.data() + (first_byte - block->offset);
   } else if (remote_ != nullptr) {
     fetched.resize(n * token_bytes_);
     detail::s3_read(remote_->object, remote_->version, first_byte, n * token_bytes_,

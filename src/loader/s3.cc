@@ -641,7 +641,7 @@ namespace {
 // s3_block's cache: blocks by (object, ETag, block number), the most recently used first.
 struct BlockCache {
   using Key = std::pair<std::string, uint64_t>;
-  using Data = std::shared_ptr<const std::vector<unsigned char>>;
+  using Data = std::shared_ptr<const S3Block>;
   struct Entry {
     std::shared_future<Data> data;
     uint64_t bytes = 0;  // counted once fetched
@@ -686,10 +686,9 @@ BlockCache& block_cache() {
 
 }  // namespace
 
-std::shared_ptr<const std::vector<unsigned char>> s3_block(const S3Object& object,
-                                                           const S3Version& version,
-                                                           uint64_t block, uint64_t offset,
-                                                           uint64_t n) {
+std::shared_ptr<const S3Block> s3_block(
+    const S3Object& object, const S3Version& version, uint64_t block,
+    const std::function<std::pair<uint64_t, uint64_t>()>& range) {
   BlockCache& cache = block_cache();
   const BlockCache::Key key{object.url() + "\n" + version.etag, block};
   std::unique_ptr<std::promise<BlockCache::Data>> mine;
@@ -711,9 +710,12 @@ std::shared_ptr<const std::vector<unsigned char>> s3_block(const S3Object& objec
   }
   if (!mine) return data.get();  // found, or being fetched by another thread: its result
   try {
-    auto bytes = std::make_shared<std::vector<unsigned char>>(n);
-    s3_read(object, version, offset, n, bytes->data());
-    mine->set_value(bytes);
+    auto fetched = std::make_shared<S3Block>();
+    const auto [offset, n] = range();
+    fetched->offset = offset;
+    fetched->bytes.resize(n);
+    s3_read(object, version, offset, n, fetched->bytes.data());
+    mine->set_value(fetched);
   } catch (...) {
     mine->set_exception(std::current_exception());
     std::lock_guard<std::mutex> hold(cache.lock);
@@ -727,8 +729,8 @@ std::shared_ptr<const std::vector<unsigned char>> s3_block(const S3Object& objec
   std::lock_guard<std::mutex> hold(cache.lock);
   auto it = cache.blocks.find(key);
   if (it != cache.blocks.end() && it->second.bytes == 0) {
-    it->second.bytes = n;
-    cache.bytes += n;
+    it->second.bytes = std::max<uint64_t>(data.get()->bytes.size(), 1);
+    cache.bytes += it->second.bytes;
   }
   // Over the budget: the least recently used fetched blocks go (a reader holding one keeps its
   // bytes until it is done); blocks still being fetched stay.

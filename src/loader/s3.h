@@ -32,7 +32,9 @@
 #define DISTSAMPLER_SRC_LOADER_S3_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -82,10 +84,15 @@ int s3_requests_in_flight();
 // The cache holds DISTSAMPLER_S3_CACHE_MB (default 256) megabytes of blocks at most, the least
 // recently used dropped first; a block wanted by several threads at once is fetched once; a
 // failed fetch is not kept (the next read tries again). Fork-safe: a child starts empty.
-std::shared_ptr<const std::vector<unsigned char>> s3_block(const S3Object& object,
-                                                           const S3Version& version,
-                                                           uint64_t block, uint64_t offset,
-                                                           uint64_t n);
+// `range` gives the block's bytes [offset, offset + n) and is called only when the block is not
+// in the cache (working it out may cost reads).
+struct S3Block {
+  uint64_t offset = 0;  // the object's byte at bytes[0]
+  std::vector<unsigned char> bytes;
+};
+std::shared_ptr<const S3Block> s3_block(
+    const S3Object& object, const S3Version& version, uint64_t block,
+    const std::function<std::pair<uint64_t, uint64_t>()>& range);
 // The cache's counts in this process: blocks found, blocks fetched, bytes held now.
 struct S3CacheCounts {
   uint64_t hits = 0, fetches = 0, bytes = 0;
