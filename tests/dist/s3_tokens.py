@@ -19,8 +19,8 @@ Usage: s3_tokens.py PYTHON_PACKAGE_DIR S3_VENV_PYTHON   (weed beside S3_VENV_PYT
 5. Three processes opening one source at once with an empty cache fetch its .idx once.
 6. Sources in a locality order (TokenStream(locality=...)), read a block at a time into a cache
    of 8 KB: the local files' batches in the same order, with workers, on W = 1 and 2; with 0
-   workers, fewer requests than half the document pieces, blocks found in the cache, and the
-   cache within its budget (plus one block).
+   workers and every source in one, fewer requests than half the document pieces, blocks found
+   in the cache, and the cache within its budget (plus one block).
 """
 import os
 import shutil
@@ -303,8 +303,9 @@ def main(package_dir, s3_python):
                 local = [stream(local_sources, r, world, locality=locality)
                          for r in range(world)]
                 compare(remote, local, world, STEPS, problems, f"locality, W = {world}")
-            before = _core.s3_counts()
-            got = stream(remote_sources, 0, 1, locality=locality).loader(num_workers=0)
+            before = _core.s3_counts()  # every source in a locality order: a request a block
+            got = stream(remote_sources, 0, 1,
+                         locality=[(40, 2), (30, 2), (25, 3)]).loader(num_workers=0)
             pieces = 0
             for _ in range(STEPS * (BATCH // MICRO)):
                 pieces += len(next(got)["cu_seqlens"]) - 1
