@@ -12,7 +12,9 @@
 // across fork(), so none is copied locked by a thread the child lacks, and the child forgets the
 // worker it does not have: a requested or running build becomes kIdle (the child builds the epoch
 // itself when asked, then starts its own worker), and the thread object is neither joined nor
-// detached there (glibc would wait for the parent's thread forever).
+// detached there (glibc would wait for the parent's thread forever). Nor is the condition variable
+// the parent's threads wait on destroyed there (glibc would wait for those waiters): the child
+// makes its own.
 #include "distsampler/prefetch.h"
 
 #include <pthread.h>
@@ -48,7 +50,10 @@ struct PrefetchState {
   OrderBuilder build;
   std::atomic<bool> abandon{false};  // the running build's epoch is not wanted any more
   std::mutex mutex;
-  std::condition_variable changed;
+  // Made anew in a forked child (forget_worker): the parent's may have waiters the child lacks,
+  // and destroying a condition variable waits for its waiters (glibc), for ever there.
+  std::unique_ptr<std::condition_variable> changed_cv = std::make_unique<std::condition_variable>();
+  std::condition_variable& changed() { return *changed_cv; }
   uint64_t live = 0;  // orders alive: handed out and not released, or built and not handed out
   std::unique_ptr<std::thread> worker;  // null until the first prefetch, and in a forked child
   bool stop = false;
@@ -110,6 +115,10 @@ PrefetchState::~PrefetchState() {
 }
 
 void PrefetchState::forget_worker() {
+  // The parent's threads may wait on the variable: the child's copy is never destroyed (a few
+  // bytes a fork), and the child waits on its own.
+  (void)changed_cv.release();
+  changed_cv = std::make_unique<std::condition_variable>();
   if (!worker) return;
   // The parent's thread: no join, no detach, no destructor (a joinable std::thread terminates).
   (void)worker.release();
@@ -145,14 +154,14 @@ std::shared_ptr<const EpochOrder> counted(std::shared_ptr<const EpochOrder> orde
           // whose previous epoch ended at the boundary, and before it builds anything.
           state->graveyard.push_back(std::move(order));
           --state->live;
-          state->changed.notify_all();
+          state->changed().notify_all();
           return;
         }
         lock.unlock();
         order.reset();  // frees the permutation before the count says it is gone
         lock.lock();
         --state->live;
-        state->changed.notify_all();
+        state->changed().notify_all();
       });
 }
 
@@ -168,7 +177,7 @@ void bury(PrefetchState* state, std::unique_lock<std::mutex>& lock) {
 void worker_loop(PrefetchState* state) {
   std::unique_lock<std::mutex> lock(state->mutex);
   while (true) {
-    state->changed.wait(lock, [&] {
+    state->changed().wait(lock, [&] {
       return state->stop || state->status == Status::kRequested || !state->graveyard.empty();
     });
     if (!state->graveyard.empty()) {
@@ -177,7 +186,7 @@ void worker_loop(PrefetchState* state) {
     }
     if (state->stop) return;
     // At most one order alive (the one being read) before building another.
-    state->changed.wait(lock, [&] {
+    state->changed().wait(lock, [&] {
       return state->stop || state->cancel || state->live <= 1 || !state->graveyard.empty();
     });
     if (!state->graveyard.empty()) {
@@ -188,7 +197,7 @@ void worker_loop(PrefetchState* state) {
     if (state->cancel) {
       state->cancel = false;
       state->status = Status::kIdle;
-      state->changed.notify_all();
+      state->changed().notify_all();
       continue;
     }
     state->status = Status::kRunning;
@@ -207,7 +216,7 @@ void worker_loop(PrefetchState* state) {
     state->error = error;
     if (state->built) ++state->live;
     state->status = Status::kDone;
-    state->changed.notify_all();
+    state->changed().notify_all();
   }
 }
 
@@ -224,7 +233,7 @@ PrefetchingSampler::~PrefetchingSampler() {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stop = true;
     state_->abandon = true;
-    state_->changed.notify_all();
+    state_->changed().notify_all();
   }
   if (state_->worker) state_->worker->join();  // waits for a running build
   std::unique_lock<std::mutex> lock(state_->mutex);
@@ -255,14 +264,14 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
     if (state_->status == Status::kRequested) {
       // Still waiting for a release: give it up and build here (never wait on the reader).
       state_->cancel = true;
-      state_->changed.notify_all();
-      state_->changed.wait(lock, [&] { return state_->status != Status::kRequested; });
+      state_->changed().notify_all();
+      state_->changed().wait(lock, [&] { return state_->status != Status::kRequested; });
       state_->cancel = false;
     }
     if (state_->status == Status::kRunning) {
       // A build that waits on another process for an epoch not asked for gives up.
       if (state_->epoch != epoch) state_->abandon = true;
-      state_->changed.wait(lock, [&] { return state_->status == Status::kDone; });
+      state_->changed().wait(lock, [&] { return state_->status == Status::kDone; });
     }
     if (state_->status == Status::kDone) {
       if (state_->epoch == epoch) {
@@ -290,7 +299,7 @@ RankView PrefetchingSampler::epoch(uint64_t epoch, uint64_t start) {
     state_->epoch = epoch + 1;
     state_->status = Status::kRequested;
     if (!state_->worker) state_->worker = std::make_unique<std::thread>(worker_loop, state_.get());
-    state_->changed.notify_all();
+    state_->changed().notify_all();
   }
   return view;
 }

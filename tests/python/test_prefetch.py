@@ -90,6 +90,44 @@ def test_a_child_forked_while_a_build_waits_builds_the_epoch_itself():
     assert [got[i] for i in range(len(got))] == want and len(views) == 2
 
 
+def test_a_child_forked_while_the_worker_waits_can_free_the_sampler():
+    """A child forked while the background thread waits on the sampler's condition variable
+    frees the sampler (a DataLoader worker's garbage collection did, on Debian 13) without
+    waiting for ever: the variable's waiter is the parent's thread, which the child lacks, and
+    glibc's pthread_cond_destroy waits for every waiter. CI's Debian 13 root hung here."""
+    import gc
+    import os
+    import signal
+    from distsampler import _core
+    core = _core.DistributedSampler(N, 4, 1, 3, True, False, "torch", _core.RandpermVariant.current)
+    prefetcher = _core.PrefetchingSampler(core, True)
+    views = [prefetcher.epoch(0), prefetcher.epoch(1)]  # two alive: the worker waits
+    time.sleep(0.2)  # for it to be waiting
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            views.clear()
+            del prefetcher
+            gc.collect()
+            code = 0
+        finally:
+            os._exit(code)
+    del prefetcher  # the parent's sampler is its own
+    deadline = time.monotonic() + 20
+    status = None
+    while status is None and time.monotonic() < deadline:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        status = code if done == pid else None
+        time.sleep(0.01)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert status == 0, "the child hung freeing the sampler (killed after 20 s)" \
+        if status is None else status
+    assert len(views) == 2
+
+
 def test_node_shared_without_a_launcher_warns_and_builds_per_rank(monkeypatch):
     import pytest
     from distsampler import _core
