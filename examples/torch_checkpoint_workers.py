@@ -3,7 +3,8 @@ the loader and resuming mid-epoch on any number of processes: the pattern to cop
 program the workers kill-and-resume test runs (tests/dist/torchrun_kill_resume.py --workers).
 
     PYTHONPATH=build/python /usr/bin/python3 -m distsampler.torchrun --nproc_per_node=3 \\
-        --redirects 2 --tee 2 --rdzv_endpoint=localhost:0 examples/torch_checkpoint_workers.py \\
+        --redirects 2 --tee 2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 \\
+        examples/torch_checkpoint_workers.py \\
         --sampler blended --checkpoint ckpt.pt --log-dir logs
     (stopped; later, on 2 processes, the same command with --nproc_per_node=2 --attempt 1)
 
