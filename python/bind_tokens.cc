@@ -87,6 +87,48 @@ std::vector<PlannedSequence> rows_of(std::vector<PlannedSequence> mine, const Pa
   return chosen;
 }
 
+// The rows DataLoader worker `worker` of `workers` reads at the k-th step since it began, of a
+// rank that reads `per_step` batches of `micro` rows a step: the step's batch j is the
+// (k * per_step + j)-th batch since the start, read by the worker that number is congruent to
+// modulo `workers` (the DataLoader returns them in order). nullopt: every row (one worker); an
+// empty list: none (the worker skips the step).
+Parts worker_parts(uint64_t k, uint64_t per_step, uint64_t micro, uint64_t worker,
+                   uint64_t workers) {
+  if (workers == 0 || worker >= workers || per_step == 0) {
+    throw std::invalid_argument("worker_parts: worker " + std::to_string(worker) + " of " +
+                                std::to_string(workers) + ", " + std::to_string(per_step) +
+                                " batches a step; allowed: worker < workers, per_step >= 1");
+  }
+  if (workers == 1) return std::nullopt;
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (uint64_t j = 0; j < per_step; ++j) {
+    if ((k * per_step + j) % workers == worker) out.emplace_back(j * micro, micro);
+  }
+  if (out.size() == per_step) return std::nullopt;
+  return out;
+}
+
+// Who reads a stream's steps, for plan-aware eviction: the step it began at, and
+// worker_parts' arguments.
+struct Reader {
+  uint64_t start = 0, per_step = 1, micro = 1, worker = 0, workers = 1;
+  bool operator==(const Reader& o) const {
+    return start == o.start && per_step == o.per_step && micro == o.micro &&
+           worker == o.worker && workers == o.workers;
+  }
+};
+
+// A copy of the plan kept BlockUses::lookahead() steps ahead of a reader, telling the block cache
+// which blocks the reader's rows of each of those steps read (BlockUses).
+struct UseScout {
+  std::shared_ptr<TokenPlan> plan;
+  uint64_t next = 0;  // the scout's next step
+  uint64_t now = 0;   // the reader's current step
+  uint64_t world_size = 0, rank = 0;
+  Reader reader;
+  BlockUses uses;
+};
+
 // The next step's rows, read from the feed on a thread while the loop trains on this one.
 struct RowsAhead {
   struct Rows {
@@ -118,6 +160,8 @@ struct TokenStreamCore {
   std::shared_ptr<TokenPlan> plan;
   std::shared_ptr<FedTokenPlan> fed;
   std::shared_ptr<RowsAhead> ahead;  // read_step(read_ahead=True)'s next step
+  std::shared_ptr<UseScout> scout;   // read_step(reader=...)'s, with sources read in blocks
+  bool blocks = false;               // some source is an object store's, read in blocks
 
   TokenStreamCore(std::vector<std::vector<std::string>> prefixes_in, TokenPlanOptions options_in,
                   Edits edits_in)
@@ -131,6 +175,7 @@ struct TokenStreamCore {
     // store; a local source reads as before).
     for (size_t s = 0; s < options.orders.size() && s < sources.size(); ++s) {
       if (options.orders[s].block > 0) sources[s]->source().read_in_blocks(options.orders[s].block);
+      blocks = blocks || (options.orders[s].block > 0 && sources[s]->source().remote());
     }
     shards = std::move(run.shards);
     options.edits = std::move(run.edits);
@@ -160,6 +205,7 @@ struct TokenStreamCore {
   TokenStreamCore copy() {
     drop_ahead();
     TokenStreamCore out = *this;
+    out.scout = nullptr;  // each reader its own
     out.plan = std::make_shared<TokenPlan>(synced());
     out.feed_from(fed ? fed->feed() : nullptr);
     return out;
@@ -258,10 +304,41 @@ void read_ahead(TokenStreamCore& self, uint64_t step, uint64_t world_size, uint6
   self.ahead = std::move(ahead);
 }
 
+// Tells the block cache what `reader` reads from `step` on (UseScout), before it reads `step`.
+void scout_uses(TokenStreamCore& self, uint64_t step, uint64_t world_size, uint64_t rank,
+                const Reader& reader) {
+  auto& scout = self.scout;
+  if (!scout || !(scout->reader == reader) || scout->world_size != world_size ||
+      scout->rank != rank || step < scout->now || step > scout->next) {
+    scout = std::make_shared<UseScout>();  // the stream moved another way: from here
+    scout->plan = std::make_shared<TokenPlan>(self.synced());
+    scout->next = step;
+    scout->world_size = world_size;
+    scout->rank = rank;
+    scout->reader = reader;
+  }
+  scout->now = step;
+  scout->uses.at(step);
+  for (const uint64_t until = step + BlockUses::lookahead(); scout->next < until; ++scout->next) {
+    std::vector<PlannedSequence> rows = scout->plan->next_step(world_size, rank);
+    const Parts parts = worker_parts(scout->next - reader.start, reader.per_step, reader.micro,
+                                     reader.worker, reader.workers);
+    if (parts && parts->empty()) continue;
+    scout->uses.add(scout->next, self.sources, rows_of(std::move(rows), parts));
+  }
+}
+
 py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, int64_t pad,
-                    const std::string& position_ids, Parts parts, bool ahead) {
+                    const std::string& position_ids, Parts parts, bool ahead,
+                    std::optional<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint64_t>>
+                        reader) {
   const TokenPositions counted = parse_positions(position_ids, "positions");
   const uint64_t step = self.step();
+  if (reader && self.blocks && !self.synced().exhausted()) {
+    const auto& [start, per_step, micro, worker, workers] = *reader;
+    py::gil_scoped_release release;
+    scout_uses(self, step, world_size, rank, Reader{start, per_step, micro, worker, workers});
+  }
   const uint64_t width = self.options.seq_len + 1;
   std::vector<PlannedSequence> mine;
   py::array_t<int64_t> tokens, positions;
@@ -359,6 +436,31 @@ void bind_tokens(py::module_& m) {
       },
       py::arg("global_batch"), py::arg("world_size"), py::arg("rank"), py::arg("step"),
       "(first, count): the global sequences rank `rank` of `world_size` reads at `step`");
+  m.def("worker_parts", &worker_parts, py::arg("k"), py::arg("per_step"), py::arg("micro"),
+        py::arg("worker"), py::arg("workers"),
+        "The rows ((first, count) pairs) DataLoader worker `worker` of `workers` reads at the "
+        "k-th step since it began, of a rank reading `per_step` batches of `micro` rows a step: "
+        "None for every row, [] for none");
+  m.def(
+      "block_uses",
+      [](TokenStreamCore& self, uint64_t world_size, uint64_t rank, uint64_t steps) {
+        // The blocks this rank's rows of the next `steps` steps read, step by step (the plan
+        // itself does not move): benchmarks count what a bounded cache must fetch.
+        TokenPlan plan(self.synced());
+        py::list out;
+        for (uint64_t i = 0; i < steps; ++i) {
+          py::list step;
+          for (auto& [object, block] : BlockUses::blocks(self.sources,
+                                                         plan.next_step(world_size, rank))) {
+            step.append(py::make_tuple(object, block));
+          }
+          out.append(step);
+        }
+        return out;
+      },
+      py::arg("stream"), py::arg("world_size"), py::arg("rank"), py::arg("steps"),
+      "[[(object, block), ...] per step]: the object-store blocks a rank's rows of the next "
+      "`steps` steps of `stream` read");
   m.def(
       "varlen_metadata",
       [](py::array_t<int32_t, py::array::forcecast> segments) {
@@ -427,11 +529,13 @@ void bind_tokens(py::module_& m) {
       .def("copy", &TokenStreamCore::copy)
       .def("read_step", &read_step, py::arg("world_size"), py::arg("rank"), py::arg("pad_token"),
            py::arg("positions") = "segment", py::arg("parts") = py::none(),
-           py::arg("read_ahead") = false,
+           py::arg("read_ahead") = false, py::arg("reader") = py::none(),
            "(step, sequences, tokens, positions, segments) of this rank's share of the next step "
            "(or of its rows `parts`, (first, count) pairs); rows of seq_len + 1; positions counted "
            "from each segment's first token ('segment') or each document's ('document'). With "
-           "read_ahead and a plan feed, the step after is read on a thread meanwhile")
+           "read_ahead and a plan feed, the step after is read on a thread meanwhile. `reader`, "
+           "(start, per_step, micro, worker, workers) as worker_parts takes them, tells the "
+           "object-store block cache which blocks the coming steps read (plan-aware eviction)")
       .def(
           "skip_step",
           [](TokenStreamCore& self, uint64_t world_size, uint64_t rank) {

@@ -228,20 +228,21 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
 
     def _batches(self, plan: Any, worker: int, workers: int,
                  in_worker: bool = False) -> Iterator[Dict[str, Any]]:
-        per_step, index = self._per_step, 0
+        per_step, micro, k = self._per_step, self.micro_batch, 0
+        reader = (int(plan.step), per_step, micro, worker, workers)  # for the block cache
         while True:
-            if self.single_pass and (plan.exhausted or index // per_step == self.steps):
+            if self.single_pass and (plan.exhausted or k == self.steps):
                 return  # the pass is over at this step on every rank
-            mine = [j for j in range(per_step) if (index + j) % workers == worker]
-            if not mine:
+            parts = _core.worker_parts(k, per_step, micro, worker, workers)  # this worker's rows
+            if parts == []:
                 plan.skip_step(self.world_size, self.rank)
-                index += per_step
+                k += 1
                 continue
-            parts = None if len(mine) == per_step else [
-                (j * self.micro_batch, self.micro_batch) for j in mine]  # only this worker's rows
+            mine = range(per_step) if parts is None else [first // micro for first, _ in parts]
             # In the loop's process, the next step's rows are read on a thread meanwhile.
             step, sequences, tokens, positions, segments = plan.read_step(
-                self.world_size, self.rank, self.pad_token, self.positions, parts, not in_worker)
+                self.world_size, self.rank, self.pad_token, self.positions, parts, not in_worker,
+                reader)
             for i, j in enumerate(mine):
                 part = slice(i * self.micro_batch, (i + 1) * self.micro_batch)
                 rows, spans = torch.from_numpy(tokens[part]), torch.from_numpy(segments[part])
@@ -258,7 +259,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                        "position_ids": places[:, :-1], "segment_ids": spans[:, :-1],
                        "cu_seqlens": cu_seqlens, "max_seqlen": max_seqlen,
                        "sequence": numbers, "step": int(step)}
-            index += per_step
+            k += 1
 
     def _loss_mask(self, rows: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
         keep = spans[:, 1:] >= 0

@@ -138,6 +138,22 @@ void IndexedDataset::read_in_blocks(uint64_t first_document, uint64_t documents)
   remote_->block_documents.store(documents, std::memory_order_relaxed);
 }
 
+std::optional<std::pair<std::string, uint64_t>> IndexedDataset::block_of(
+    uint64_t document) const {
+  const uint64_t per_block =
+      remote_ != nullptr ? remote_->block_documents.load(std::memory_order_relaxed) : 0;
+  if (per_block == 0) return std::nullopt;
+  const uint64_t first = remote_->first_document.load(std::memory_order_relaxed);
+  return std::make_pair(detail::s3_block_object(remote_->object, remote_->version),
+                        (first + document) / per_block);
+}
+
+std::optional<std::pair<std::string, uint64_t>> IndexedSource::block_of(
+    uint64_t document) const {
+  const Location at = locate(document);
+  return at.shard->block_of(at.document);
+}
+
 void IndexedSource::read_in_blocks(uint64_t documents) const {
   for (size_t i = 0; i < shards_.size(); ++i) shards_[i].read_in_blocks(starts_[i], documents);
 }

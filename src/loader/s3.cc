@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <list>
@@ -27,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -652,6 +654,8 @@ struct BlockCache {
   std::list<Key> recency;  // front: the most recently used
   uint64_t bytes = 0, hits = 0, fetches = 0;
   uint64_t budget = 0;
+  std::set<S3BlockUses*> readers;  // S3BlockUses registered (their order is never read)
+  bool next_use = true;            // DISTSAMPLER_S3_EVICT
 };
 
 BlockCache& block_cache() {
@@ -669,6 +673,13 @@ BlockCache& block_cache() {
       }
     }
     c->budget = static_cast<uint64_t>(mb * 1e6);
+    const std::string evict = env("DISTSAMPLER_S3_EVICT");
+    if (!evict.empty() && evict != "next-use" && evict != "lru") {
+      delete c;
+      throw std::invalid_argument("DISTSAMPLER_S3_EVICT = '" + evict +
+                                  "'; allowed: next-use (the default) or lru");
+    }
+    c->next_use = evict != "lru";
     // Held across fork(), so that a child never inherits it locked; the child starts empty (a
     // fetch in flight in the parent has no thread in the child to finish it).
     ::pthread_atfork([] { block_cache().lock.lock(); }, [] { block_cache().lock.unlock(); },
@@ -676,6 +687,7 @@ BlockCache& block_cache() {
                        BlockCache& cache = block_cache();
                        cache.blocks.clear();
                        cache.recency.clear();
+                       cache.readers.clear();  // the parent's; a child's own register anew
                        cache.bytes = cache.hits = cache.fetches = 0;
                        cache.lock.unlock();
                      });
@@ -684,13 +696,76 @@ BlockCache& block_cache() {
   return *cache;
 }
 
+// The fetched block to drop: the one whose next use is furthest (blocks no reader names first),
+// the least recently used among equals; recency.end() when none is fetched.
+std::list<BlockCache::Key>::iterator victim(BlockCache& cache) {
+  auto best = cache.recency.end();
+  uint64_t furthest = 0;
+  for (auto at = cache.recency.end(); at != cache.recency.begin();) {
+    --at;  // from the least recently used
+    if (cache.blocks.find(*at)->second.bytes == 0) continue;  // still being fetched
+    if (!cache.next_use || cache.readers.empty()) return at;
+    uint64_t d = UINT64_MAX;
+    for (S3BlockUses* reader : cache.readers) d = std::min(d, reader->distance(*at));
+    if (d == UINT64_MAX) return at;
+    if (best == cache.recency.end() || d > furthest) {
+      best = at;
+      furthest = d;
+    }
+  }
+  return best;
+}
+
 }  // namespace
+
+std::string s3_block_object(const S3Object& object, const S3Version& version) {
+  return object.url() + "\n" + version.etag;
+}
+
+S3BlockUses::S3BlockUses() {
+  BlockCache& cache = block_cache();
+  std::lock_guard<std::mutex> hold(cache.lock);
+  cache.readers.insert(this);
+}
+
+S3BlockUses::~S3BlockUses() {
+  BlockCache& cache = block_cache();
+  std::lock_guard<std::mutex> hold(cache.lock);
+  cache.readers.erase(this);
+}
+
+void S3BlockUses::add(uint64_t step, const std::vector<Key>& blocks) {
+  BlockCache& cache = block_cache();
+  std::lock_guard<std::mutex> hold(cache.lock);
+  for (const Key& key : blocks) {
+    std::deque<uint64_t>& steps = steps_[key];
+    if (steps.empty() || steps.back() < step) steps.push_back(step);
+  }
+}
+
+void S3BlockUses::at(uint64_t step) {
+  BlockCache& cache = block_cache();
+  std::lock_guard<std::mutex> hold(cache.lock);
+  now_ = step;
+}
+
+uint64_t S3BlockUses::distance(const Key& block) {
+  auto it = steps_.find(block);
+  if (it == steps_.end()) return UINT64_MAX;
+  std::deque<uint64_t>& steps = it->second;
+  while (!steps.empty() && steps.front() < now_) steps.pop_front();
+  if (steps.empty()) {
+    steps_.erase(it);
+    return UINT64_MAX;
+  }
+  return steps.front() - now_;
+}
 
 std::shared_ptr<const S3Block> s3_block(
     const S3Object& object, const S3Version& version, uint64_t block,
     const std::function<std::pair<uint64_t, uint64_t>()>& range) {
   BlockCache& cache = block_cache();
-  const BlockCache::Key key{object.url() + "\n" + version.etag, block};
+  const BlockCache::Key key{s3_block_object(object, version), block};
   std::unique_ptr<std::promise<BlockCache::Data>> mine;
   std::shared_future<BlockCache::Data> data;
   {
@@ -732,15 +807,15 @@ std::shared_ptr<const S3Block> s3_block(
     it->second.bytes = std::max<uint64_t>(data.get()->bytes.size(), 1);
     cache.bytes += it->second.bytes;
   }
-  // Over the budget: the least recently used fetched blocks go (a reader holding one keeps its
-  // bytes until it is done); blocks still being fetched stay.
-  for (auto at = cache.recency.end(); cache.bytes > cache.budget && at != cache.recency.begin();) {
-    --at;
+  // Over the budget: fetched blocks go, the one used furthest ahead first (a reader holding one
+  // keeps its bytes until it is done); blocks still being fetched stay.
+  while (cache.bytes > cache.budget) {
+    const auto at = victim(cache);
+    if (at == cache.recency.end()) break;
     auto entry = cache.blocks.find(*at);
-    if (entry->second.bytes == 0) continue;
     cache.bytes -= entry->second.bytes;
     cache.blocks.erase(entry);
-    at = cache.recency.erase(at);
+    cache.recency.erase(at);
   }
   return data.get();
 }

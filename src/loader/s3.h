@@ -32,7 +32,9 @@
 #define DISTSAMPLER_SRC_LOADER_S3_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <utility>
 #include <string>
@@ -81,9 +83,10 @@ int s3_requests_in_flight();
 // Bytes [offset, offset + n) of the object (which must still be `version`), read whole once and
 // kept in this process's cache of blocks under `block` (the caller's number for the range: one
 // range a block of an object), so that the callers reading inside one block make one request.
-// The cache holds DISTSAMPLER_S3_CACHE_MB (default 256) megabytes of blocks at most, the least
-// recently used dropped first; a block wanted by several threads at once is fetched once; a
-// failed fetch is not kept (the next read tries again). Fork-safe: a child starts empty.
+// The cache holds DISTSAMPLER_S3_CACHE_MB (default 256) megabytes of blocks at most, the one
+// whose next use is furthest dropped first (S3BlockUses; the least recently used without one);
+// a block wanted by several threads at once is fetched once; a failed fetch is not kept (the
+// next read tries again). Fork-safe: a child starts empty.
 // `range` gives the block's bytes [offset, offset + n) and is called only when the block is not
 // in the cache (working it out may cost reads).
 struct S3Block {
@@ -93,6 +96,37 @@ struct S3Block {
 std::shared_ptr<const S3Block> s3_block(
     const S3Object& object, const S3Version& version, uint64_t block,
     const std::function<std::pair<uint64_t, uint64_t>()>& range);
+// s3_block's name for a block's object: its URL and ETag (a replaced object's blocks are others).
+std::string s3_block_object(const S3Object& object, const S3Version& version);
+
+// Plan-aware eviction (Belady's rule) for s3_block's cache. A reader that knows which blocks it
+// will read at which of its steps (a token stream knows its plan) says so here; when the cache is
+// over its budget, the fetched block whose next use is furthest away goes first: its next step in
+// some reader's list, counted from that reader's current step (the least over readers). Blocks no
+// reader names go before any named one, the least recently used first; with no reader at all
+// that is plain LRU. DISTSAMPLER_S3_EVICT = next-use (the default) or lru (readers ignored, for
+// comparison); anything else is one std::invalid_argument naming the variable and its value.
+// Registered with the cache while it lives; thread-safe against reads (the cache's lock).
+class S3BlockUses {
+ public:
+  using Key = std::pair<std::string, uint64_t>;  // s3_block_object(), block number
+  S3BlockUses();
+  ~S3BlockUses();
+  S3BlockUses(const S3BlockUses&) = delete;
+  S3BlockUses& operator=(const S3BlockUses&) = delete;
+  // This reader reads `blocks` at `step` (steps added in increasing order).
+  void add(uint64_t step, const std::vector<Key>& blocks);
+  // This reader reads `step` now: uses before it are gone.
+  void at(uint64_t step);
+  // Steps from the current one to the block's next use; UINT64_MAX when none is known. Called
+  // under the cache's lock.
+  uint64_t distance(const Key& block);
+
+ private:
+  std::map<Key, std::deque<uint64_t>> steps_;
+  uint64_t now_ = 0;
+};
+
 // The cache's counts in this process: blocks found, blocks fetched, bytes held now.
 struct S3CacheCounts {
   uint64_t hits = 0, fetches = 0, bytes = 0;

@@ -5,7 +5,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -350,6 +352,47 @@ VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t 
     }
   }
   return out;
+}
+
+BlockUses::BlockUses() : uses_(std::make_unique<detail::S3BlockUses>()) {}
+BlockUses::~BlockUses() = default;
+
+std::vector<std::pair<std::string, uint64_t>> BlockUses::blocks(
+    const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+    const std::vector<PlannedSequence>& rows) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  std::set<std::pair<std::string, uint64_t>> seen;
+  for (const PlannedSequence& row : rows) {
+    for (const Span& span : row.spans) {
+      if (span.source >= sources.size()) continue;  // read_token_rows refuses it
+      auto key = sources[span.source]->source().block_of(span.document);
+      if (key && seen.insert(*key).second) out.push_back(std::move(*key));
+    }
+  }
+  return out;
+}
+
+void BlockUses::add(uint64_t step, const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+                    const std::vector<PlannedSequence>& rows) {
+  uses_->add(step, blocks(sources, rows));
+}
+
+void BlockUses::at(uint64_t step) { uses_->at(step); }
+
+uint64_t BlockUses::lookahead() {
+  static const uint64_t steps = [] {
+    const char* text = std::getenv("DISTSAMPLER_S3_LOOKAHEAD");
+    if (text == nullptr || *text == '\0') return uint64_t{64};
+    uint64_t v = 0;
+    const char* end = text + std::strlen(text);
+    const auto got = std::from_chars(text, end, v);
+    if (got.ec != std::errc() || got.ptr != end || v < 1 || v > 100000) {
+      throw std::invalid_argument(std::string("DISTSAMPLER_S3_LOOKAHEAD = '") + text +
+                                  "'; allowed: steps from 1 to 100000");
+    }
+    return v;
+  }();
+  return steps;
 }
 
 }  // namespace distsampler

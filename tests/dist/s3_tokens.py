@@ -21,6 +21,10 @@ Usage: s3_tokens.py PYTHON_PACKAGE_DIR S3_VENV_PYTHON   (weed beside S3_VENV_PYT
    of 8 KB: the local files' batches in the same order, with workers, on W = 1 and 2; with 0
    workers and every source in one, fewer requests than half the document pieces, blocks found
    in the cache, and the cache within its budget (plus one block).
+7. Under a cache of about 20 blocks, where the windows use 24 at once: evicting the block whose
+   next use is furthest (the default, from the plan) fetches less than 0.85 of the bytes that
+   evicting the least recently used does (DISTSAMPLER_S3_EVICT=lru), and no less than an
+   unbounded cache (each block once); the batches are the same in all three.
 """
 import os
 import shutil
@@ -86,6 +90,37 @@ def compare(remote, local, world, steps, problems, label, workers=2, during=None
                 problems.append(f"{label}: rank {rank} of {world}, batch {i}: "
                                 f"sequences {list(a['sequence'])} against {list(b['sequence'])}")
                 break
+
+
+EVICTION_STEPS = 40
+FETCHED = """
+import hashlib, json, sys
+sys.path.insert(0, {package_dir!r})
+from distsampler import _core
+from distsampler.tokens import TokenStream
+s = TokenStream({sources!r}, seq_len={seq_len}, global_batch={batch}, seed=5,
+                micro_batch={micro}, locality=[(20, 8)] * 3)
+digest = hashlib.sha256()
+opened = _core.s3_counts()["bytes"]  # the .idx files, when not in the cache yet
+batches = s.loader(num_workers=0)
+for _ in range({steps} * {per_step}):
+    digest.update(next(batches)["tokens"].numpy().tobytes())
+print(json.dumps({{"bytes": _core.s3_counts()["bytes"] - opened, "digest": digest.hexdigest()}}))
+"""
+
+
+def fetched_bytes(package_dir, sources, env):
+    """What a fresh process reading EVICTION_STEPS steps of `sources` (every one in a locality
+    order) fetches under `env`'s cache settings: {"bytes", "digest" of the batches}."""
+    import json
+    code = FETCHED.format(package_dir=package_dir, sources=sources, seq_len=SEQ_LEN,
+                          batch=BATCH, micro=MICRO, steps=EVICTION_STEPS,
+                          per_step=BATCH // MICRO)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(f"eviction run failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_error(package_dir, code, env):
@@ -320,6 +355,29 @@ def main(package_dir, s3_python):
             print(f"part 6: locality orders read in blocks: equal with workers on W = 1, 2; "
                   f"{made} requests for {pieces} document pieces ({fetched} blocks fetched, "
                   f"{hits} found), {after['cached_bytes']} bytes cached")
+
+            # 7: plan-aware eviction against LRU, one fresh process each (the cache's settings
+            # are read once), every source in a locality order (windows of 8 blocks of 20
+            # documents) at weights 1, 4 and 16, a cache of about 20 blocks (the windows span
+            # 24, a step reads about 10).
+            runs = {}
+            weighted = [(shards, w) for (shards, _), w in zip(remote_sources, (1.0, 4.0, 16.0))]
+            for label, extra in (("minimum", {"DISTSAMPLER_S3_CACHE_MB": "100"}),
+                                 ("lru", {"DISTSAMPLER_S3_CACHE_MB": "0.05",
+                                          "DISTSAMPLER_S3_EVICT": "lru"}),
+                                 ("next-use", {"DISTSAMPLER_S3_CACHE_MB": "0.05"})):
+                runs[label] = fetched_bytes(package_dir, weighted, {**os.environ, **extra})
+            digests = {run["digest"] for run in runs.values()}
+            least, lru, next_use = (runs[k]["bytes"] for k in ("minimum", "lru", "next-use"))
+            # Parallel reads vary the order within a step, and LRU's count by a few percent
+            # (with the plan's hints ignored, next use is LRU: 0.96 of it in one run); with them,
+            # 0.72 of LRU here.
+            if len(digests) != 1 or not least <= next_use < 0.85 * lru:
+                problems.append(f"eviction: bytes fetched {least} (unbounded cache), {next_use} "
+                                f"(next use), {lru} (LRU); {len(digests)} distinct streams")
+            print(f"part 7: {EVICTION_STEPS} steps under a 50 KB cache: bytes fetched "
+                  f"{next_use} evicting by next use, {lru} least recently used, {least} each "
+                  f"block once; the same batches in all three")
             requests = _core.s3_counts()
             print(f"requests made by this process: {requests}")
     finally:

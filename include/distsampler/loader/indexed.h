@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "distsampler/loader/dataset.h"
@@ -78,6 +80,10 @@ class IndexedDataset {
   // near each other (a locality order, mix.h's SourceOrder) cost one request a block. A local
   // .bin: nothing changes. Safe while other threads read.
   void read_in_blocks(uint64_t first_document, uint64_t documents) const;
+  // The name under which read() keeps `document`'s block in the cache (its object's URL and
+  // ETag, and the block's number), for plan-aware eviction (read_token_blocks); nullopt when this
+  // shard is not read in blocks. Unchecked: `document` < documents().
+  std::optional<std::pair<std::string, uint64_t>> block_of(uint64_t document) const;
   int token_bytes() const { return static_cast<int>(token_bytes_); }
   std::string_view dtype_name() const;  // "uint16", "int32", ... (numpy's names)
 
@@ -153,6 +159,8 @@ class IndexedSource {
   const std::vector<IndexedDataset>& shards() const { return shards_; }
   bool remote() const;  // whether some shard is an object store's
   void read_in_blocks(uint64_t documents) const;  // IndexedDataset's, for every shard
+  // IndexedDataset's, numbered across the shards; std::out_of_range past the end.
+  std::optional<std::pair<std::string, uint64_t>> block_of(uint64_t document) const;
   // The source's first document in shards()[shard]; shard_start(shards().size()) == documents().
   // Throws std::out_of_range when shard > shards().size().
   uint64_t shard_start(size_t shard) const;

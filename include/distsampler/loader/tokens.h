@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "distsampler/loader/indexed.h"
@@ -139,6 +140,38 @@ struct TokenRowsOut {
 void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
                      const std::vector<PlannedSequence>& sequences, uint64_t width,
                      int64_t pad_token, TokenPositions positions, TokenRowsOut out);
+
+namespace detail {
+class S3BlockUses;
+}
+
+// Plan-aware eviction for the blocks of object-store sources read in blocks
+// (IndexedSource::read_in_blocks): a reader tells the process's cache which blocks its rows of
+// each coming step read, and the step it reads now; the cache then drops the block whose next
+// use is furthest away (Belady's rule; s3.h). Blocks no step added names are dropped first. Local
+// sources, and sources not read in blocks, add nothing.
+class BlockUses {
+ public:
+  BlockUses();
+  ~BlockUses();
+  BlockUses(const BlockUses&) = delete;
+  BlockUses& operator=(const BlockUses&) = delete;
+  // The reader's rows of `step` (steps added in increasing order).
+  void add(uint64_t step, const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+           const std::vector<PlannedSequence>& rows);
+  void at(uint64_t step);  // the reader reads `step` now
+  // How many steps ahead a reader adds: DISTSAMPLER_S3_LOOKAHEAD (default 64, 1 to 10^5); a
+  // block next used further ahead counts as not named. Throws std::invalid_argument naming the
+  // variable, its value and what is allowed.
+  static uint64_t lookahead();
+  // The distinct blocks `rows` read, in the order first read (tests, benchmarks).
+  static std::vector<std::pair<std::string, uint64_t>> blocks(
+      const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+      const std::vector<PlannedSequence>& rows);
+
+ private:
+  std::unique_ptr<detail::S3BlockUses> uses_;
+};
 
 }  // namespace distsampler
 
