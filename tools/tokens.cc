@@ -58,6 +58,10 @@ flags:
   --split T[,V[,E]]       held-out splits (Megatron's --split): each document of each source
                           is in train, valid or test by a hash of (source, document), in these
                           proportions; the stream reads train only (default: no split)
+  --locality S:Q:K        source S (numbered from 0) in the locality order for object stores:
+                          its documents in blocks of Q contiguous ones, the blocks in a keyed
+                          order, the documents shuffled within windows of K blocks (TokenStream's
+                          locality=; Q, K >= 1); repeat per source (default: the global shuffle)
 edits (docs/tokens.md, "Edits"; each from step STEP on, the steps before it unchanged; repeat
 each flag per edit; a resume must give the edits before its checkpoint again):
   --change STEP:W0,W1,... the weights of every source (new ones included) from STEP on
@@ -162,6 +166,29 @@ Run parse_run(Flags& flags) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
+  }
+  for (const std::string& text : flags.take_all("--locality")) {
+    const std::string what = "--locality " + text;
+    const size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
+    if (b == std::string::npos || text.find(':', b + 1) != std::string::npos) {
+      throw UsageError(what + ": expected SOURCE:BLOCK:WINDOW, e.g. 0:1000:32");
+    }
+    const uint64_t source = parse_u64(text.substr(0, a), what);
+    const SourceOrder order{parse_u64(text.substr(a + 1, b - a - 1), what),
+                            parse_u64(text.substr(b + 1), what)};
+    if (source >= run.prefixes.size()) {
+      throw UsageError(what + ": source " + std::to_string(source) + " of " +
+                       std::to_string(run.prefixes.size()) + "; allowed: 0 to " +
+                       std::to_string(run.prefixes.size() - 1));
+    }
+    if (order.block < 1 || order.window < 1) {
+      throw UsageError(what + ": a block of at least 1 document and a window of at least 1 block");
+    }
+    run.options.orders.resize(run.prefixes.size());
+    if (run.options.orders[source].block != 0) {
+      throw UsageError(what + ": source " + std::to_string(source) + " has a --locality already");
+    }
+    run.options.orders[source] = order;
   }
   if (flags.has("--append-eod")) {
     const uint64_t eod = flags.take_u64("--append-eod", 0);
@@ -429,7 +456,8 @@ int run_token_audit(Flags& flags, std::ostream& out) {
 int run_tokens(const std::vector<std::string>& args, std::ostream& out) {
   if (args.size() < 2) throw UsageError("tokens: expected a subcommand, plan or audit");
   const std::string& what = args[1];
-  Flags flags(args, 2, {}, {"--source", "--state", "--change", "--ramp", "--append", "--skip"});
+  Flags flags(args, 2, {}, {"--source", "--state", "--change", "--ramp", "--append", "--skip",
+                            "--locality"});
   if (what == "plan") return run_plan(flags, out);
   if (what == "audit") return run_token_audit(flags, out);
   throw UsageError("tokens: unknown subcommand '" + what + "'; allowed: plan, audit");

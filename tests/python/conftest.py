@@ -48,3 +48,15 @@ def cli(cli_path):
 # default build folder is used.
 PYTHON_DIR = os.environ.get("DISTSAMPLER_PYTHON_DIR", os.path.join(ROOT, "build", "python"))
 sys.path.insert(0, PYTHON_DIR)
+
+
+def planned_lines(stream, world_size, rank, first, last):
+    """What `distsampler tokens plan --world-size W --rank R --steps FIRST:LAST` prints for the
+    plan of `stream` (a TokenStream at step 0, which this moves), as parsed JSON lines."""
+    out = []
+    for step in range(last + 1):
+        for k, spans in stream._plan.plan_step(world_size, rank):
+            if step >= first:
+                out.append({"step": step, "rank": rank, "sequence": k,
+                            "spans": [list(x[:4]) for x in spans]})
+    return out

@@ -147,3 +147,29 @@ def test_appended_documents_join_the_epoch_in_a_locality_order(tmp_path):
     s = stream(srcs, appends=[(10, 0, extra)])
     got = [doc for step in documents_read(s, 160) for src, doc, e in step if src == 0 and e == 0]
     assert sorted(got) == list(range(1500))
+
+
+def test_the_cli_plans_the_same_sequences_in_a_locality_order(tmp_path, cli):
+    """`distsampler tokens plan --locality S:Q:K` is TokenStream(locality=...)'s plan."""
+    import json
+    from conftest import planned_lines
+    srcs = sources(tmp_path)
+    want = planned_lines(stream(srcs, locality=[None, (BLOCK, WINDOW)], rank=1, world=2),
+                         2, 1, 3, 5)
+    args = ["tokens", "plan", "--seq-len", SEQ_LEN, "--global-batch", BATCH, "--seed", 3,
+            "--world-size", 2, "--rank", 1, "--steps", "3:5"]
+    for prefix, weight in srcs:
+        args += ["--source", f"{prefix}:{weight}"]
+    args += ["--locality", f"1:{BLOCK}:{WINDOW}"]
+    assert [json.loads(line) for line in cli(*args).stdout.splitlines()] == want
+    # Without the flag the plan is another (the flag is read).
+    assert [json.loads(line) for line in cli(*args[:-2]).stdout.splitlines()] != want
+    for bad, message in (("1:20", "expected SOURCE:BLOCK:WINDOW"),
+                         ("2:20:3", "source 2 of 2; allowed: 0 to 1"),
+                         ("0:0:3", "a block of at least 1 document"),
+                         ("0:20:x", "'x' is not an integer")):
+        got = cli(*args[:-2], "--locality", bad, check=False)
+        assert got.returncode != 0 and f"--locality {bad}" in got.stderr \
+            and message in got.stderr, got.stderr
+    twice = cli(*args, "--locality", "1:5:2", check=False)
+    assert twice.returncode != 0 and "has a --locality already" in twice.stderr

@@ -16,6 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import planned_lines  # noqa: E402
 from distsampler.tokens import TokenStream  # noqa: E402
 
 from distsampler.indexed import write_indexed  # noqa: E402  (checked below)
@@ -187,13 +188,7 @@ def test_the_tokens_are_the_sources_tokens_at_the_planned_spans(corpus, position
 
 def test_the_cli_plans_the_same_sequences(corpus, cli):
     for packing in ("concat", "best-fit"):
-        s = stream(corpus, packing, world_size=3, rank=1)
-        expected = []
-        for step in range(5):
-            for k, spans in s._plan.plan_step(3, 1):
-                if step >= 2:
-                    expected.append({"step": step, "rank": 1, "sequence": k,
-                                     "spans": [list(x[:4]) for x in spans]})
+        expected = planned_lines(stream(corpus, packing, world_size=3, rank=1), 3, 1, 2, 4)
         args = ["tokens", "plan", "--seq-len", L, "--global-batch", B, "--world-size", 3,
                 "--rank", 1, "--steps", "2:4", "--seed", 3, "--packing", packing]
         if packing == "best-fit":
