@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Token sources in an object store: TokenStream.loader() over s3:// prefixes on a local S3 server
 (SeaweedFS's weed mini, tests/dist/s3_server.py) against the same files read locally, and the
-loop's wait per step behind 50 ms a request, with and without reading ahead; prints (or writes)
-the "Sources in an object store" section of docs/benchmarks.md.
+loop's wait per step behind 50 ms a request, with and without reading ahead, and the bytes
+fetched under a bounded cache of blocks by eviction policy; prints (or writes) the "Sources in an
+object store" section of docs/benchmarks.md.
 
     .venv/bin/python bench/tokens_s3.py --build build [--write docs/benchmarks.md]
 
@@ -16,7 +17,9 @@ once per process).
    against s3://, the median of 3, over the steps after the first; in the global shuffle, and
    in a locality order (TokenStream(locality=...): from the store, a block of the order a
    request, kept in the process's cache of blocks).
-2. The loop's wait per step behind a relay that holds each request 50 ms (DelayProxy: a remote
+2. Bytes fetched over one epoch of every source in a locality order under caches of several
+   budgets, evicting by next use (from the plan) and least recently used, against the minimum.
+3. The loop's wait per step behind a relay that holds each request 50 ms (DelayProxy: a remote
    store's latency), with a model step of 200 ms simulated by sleeping after each step
    (B = 64 sequences of 1,025 tokens, rank 0 of W = 8: one batch of 8 a step), in three modes:
    one request at a time when the step is read (DISTSAMPLER_S3_REQUESTS=1, planner="inline":
@@ -47,9 +50,12 @@ RATE = dict(seq_len=4096, global_batch=512, micro_batch=16)
 LOCALITY = (100, 16)  # blocks of 100 documents (about 60 KB), windows of 16 blocks
 WAIT = dict(seq_len=1024, global_batch=64, micro_batch=8)
 LATENCY, COMPUTE = 0.05, 0.2
+EVICT_SHAPE = dict(seq_len=4096, global_batch=512, micro_batch=16)
+BUDGETS_MB = (16, 32, 64, 128)  # a step reads about 160 blocks of about 120 KB: 20 MB
 BEGIN = "<!-- bench/tokens_s3.py: begin (generated; edit the script, not this text) -->"
 END = "<!-- bench/tokens_s3.py: end -->"
-HEADING = "## Sources in an object store: tokens per second, and the loop's wait behind a slow store"
+HEADING = ("## Sources in an object store: tokens per second, bytes fetched under a bounded cache, "
+           "and the loop's wait behind a slow store")
 
 
 def child(prefixes_json, shape, planner, workers, steps, compute):
@@ -58,8 +64,7 @@ def child(prefixes_json, shape, planner, workers, steps, compute):
     from distsampler.tokens import TokenStream
     prefixes = json.loads(prefixes_json)
     shape = json.loads(shape)
-    weights = [0.5 + (i * 37 % 100) / 66.0 for i in range(len(prefixes))]
-    s = TokenStream(list(zip(prefixes, weights)), seed=SEED, rank=0, world_size=W,
+    s = TokenStream(list(zip(prefixes, weights(len(prefixes)))), seed=SEED, rank=0, world_size=W,
                     planner=planner, **shape)
     per_step = shape["global_batch"] // W // shape["micro_batch"]
     it = iter(s.loader(num_workers=workers))
@@ -81,6 +86,65 @@ def child(prefixes_json, shape, planner, workers, steps, compute):
     seconds = time.perf_counter() - start
     print(json.dumps({"rate": tokens / seconds, "wait": waits,
                       "requests": _core.s3_counts()["requests"]}))
+
+
+def fetched(prefixes_json, shape, steps):
+    """Prints {"bytes": fetched from the store by `steps` steps after the sources opened,
+    "blocks": blocks fetched, "digest": of the batches} (0 workers)."""
+    import hashlib
+    from distsampler import _core
+    from distsampler.tokens import TokenStream
+    prefixes = json.loads(prefixes_json)
+    shape = json.loads(shape)
+    s = TokenStream(list(zip(prefixes, weights(len(prefixes)))), seed=SEED, rank=0,
+                    world_size=W, **shape)
+    opened = _core.s3_counts()
+    digest = hashlib.sha256()
+    it = iter(s.loader(num_workers=0))
+    for _ in range(steps * (shape["global_batch"] // W // shape["micro_batch"])):
+        digest.update(next(it)["tokens"].numpy().tobytes())
+    counts = _core.s3_counts()
+    print(json.dumps({"bytes": counts["bytes"] - opened["bytes"],
+                      "blocks": counts["block_fetches"] - opened["block_fetches"],
+                      "digest": digest.hexdigest()}))
+
+
+def epoch_steps(package, prefixes, shape):
+    """The steps until rank 0's rows hold a document of every source's second epoch (each
+    source read once over), and the bytes of rank 0's own tokens in them (uint16)."""
+    sys.path.insert(0, package)
+    from distsampler.tokens import TokenStream
+    s = TokenStream(list(zip(prefixes, weights(len(prefixes)))), seed=SEED, rank=0,
+                    world_size=W, **shape)
+    done, steps, own = set(), 0, 0
+    while len(done) < len(prefixes):
+        steps += 1
+        for _, spans in s._plan.plan_step(W, 0):
+            for source, _, begin, end, epoch in spans:
+                own += 2 * (end - begin)
+                if epoch >= 1:
+                    done.add(source)
+    return steps, own
+
+
+def weights(n):
+    return [0.5 + (i * 37 % 100) / 66.0 for i in range(n)]
+
+
+def eviction_runs(py, package, local, remote, env):
+    """Bytes fetched over one epoch of every source in the locality order, under each cache
+    budget and policy, and with an unbounded cache (each block once): a fresh process each."""
+    shape = dict(EVICT_SHAPE, locality=[LOCALITY] * SOURCES)
+    steps, own = epoch_steps(package, local, shape)
+    out = {"steps": steps, "own": own, "runs": {}}
+    cases = [("minimum", None, {"DISTSAMPLER_S3_CACHE_MB": "100000"})]
+    for mb in BUDGETS_MB:
+        cases += [("lru", mb, {"DISTSAMPLER_S3_CACHE_MB": str(mb), "DISTSAMPLER_S3_EVICT": "lru"}),
+                  ("next-use", mb, {"DISTSAMPLER_S3_CACHE_MB": str(mb)})]
+    for policy, mb, extra in cases:
+        out["runs"][policy, mb] = run(py, package, remote, shape, "fetched", 0, steps,
+                                      env=dict(env, **extra))
+    return out
 
 
 def run(py, package, prefixes, shape, planner, workers, steps, compute=0.0, env=None):
@@ -136,6 +200,7 @@ def main():
                     got = [run(py, package, prefixes, shape, "node", workers, steps, env=env)
                            for _ in range(3)]
                     rates[where, workers] = statistics.median(g["rate"] for g in got)
+            evictions = eviction_runs(py, package, local, remote, env)
             with DelayProxy(server.ports["s3"], LATENCY) as slow:
                 slow_env = dict(env, AWS_ENDPOINT_URL=slow.endpoint)
                 modes = [("one request at a time", "inline", {"DISTSAMPLER_S3_REQUESTS": "1"}),
@@ -194,15 +259,39 @@ def main():
     emit(f"| local files (for scale) | {statistics.mean(local_wait) * 1e3:.1f} ms | "
          f"{sorted(local_wait)[int(0.95 * (len(local_wait) - 1))] * 1e3:.1f} ms | 0 |")
     emit("")
-    emit("Not measured yet (issue 40): bytes fetched per source epoch under a bounded cache "
-         "(plan-aware eviction against LRU and the minimum), which needs the cache, and the "
-         "locality order.")
+    runs, least = evictions["runs"], evictions["runs"]["minimum", None]
+    same = len({r["digest"] for r in runs.values()}) == 1
+    emit(f"Bytes fetched from the store over one epoch of every source in the locality order "
+         f"{LOCALITY} (rank 0 of W = {W}, 0 workers, B = {EVICT_SHAPE['global_batch']} "
+         f"sequences of {EVICT_SHAPE['seq_len'] + 1} tokens: the {evictions['steps']} steps until "
+         "rank 0's rows reach every source's second epoch), under a cache of blocks of each "
+         "budget, evicting the block whose next use is furthest (the default, from the plan's "
+         "coming steps: `DISTSAMPLER_S3_LOOKAHEAD`) or the least recently used "
+         "(`DISTSAMPLER_S3_EVICT=lru`); the minimum is each block once (an unbounded cache). "
+         "A fresh process each; the batches were " + ("the same in every run" if same else
+                                                     "NOT the same in every run") + ":")
+    emit("")
+    emit("| cache | next use: MB fetched | LRU: MB fetched | next use / minimum | "
+         "LRU / minimum | LRU / next use |")
+    emit("|---|---|---|---|---|---|")
+    for mb in BUDGETS_MB:
+        a, b = runs["next-use", mb]["bytes"], runs["lru", mb]["bytes"]
+        emit(f"| {mb} MB | {a / 1e6:.0f} | {b / 1e6:.0f} | {a / least['bytes']:.2f}x | "
+             f"{b / least['bytes']:.2f}x | {b / a:.2f}x |")
+    emit(f"| unbounded (the minimum) | {least['bytes'] / 1e6:.0f} | | 1.00x | 1.00x | |")
+    emit("")
+    emit(f"The minimum, {least['blocks']} blocks, is every source's .bin once. Rank 0's own "
+         f"tokens in those steps are {evictions['own'] / 1e6:.0f} MB: each of the {W} ranks "
+         "fetches whole blocks of which it reads about 1/W (the cache is per process; one cache "
+         "per node would fetch each block once per node).")
     emit("")
     finish_section(lines, args.write, BEGIN, END, HEADING)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "child":
+    if len(sys.argv) > 1 and sys.argv[1] == "child" and sys.argv[4] == "fetched":
+        fetched(sys.argv[2], sys.argv[3], int(sys.argv[6]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "child":
         child(*sys.argv[2:5], int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]))
     else:
         main()

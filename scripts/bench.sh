@@ -15,7 +15,8 @@
 # before issue 41 (sources in build/tokens-plan-bench, about 4 GB), bench/tokens_loader.py (tokens
 # through the loader, the plan feed), bench/tokens_scale.py (the first batch at 10^8 documents),
 # bench/tokens_s3.py (s3:// sources on a local SeaweedFS from .venv-s3, requirements/s3.txt) and
-# bench/tokens_locality.py (the locality order's rho against the peers' shuffles).
+# bench/tokens_locality.py (the locality order's rho against the peers' shuffles) and
+# bench/tokens_locality_loss.py (the held-out loss of docs/tokens_run.md's model in each order).
 # With DISTSAMPLER_MEGATRON_LM naming a Megatron-LM source at core_v0.16.1 (fetched locally, never
 # committed), bench/tokens_prepare.py: `python -m distsampler.prepare` against its
 # tools/preprocess_data.py and datatrove's tokenizer, from .venv-prepare
@@ -54,12 +55,14 @@ if [ "${DISTSAMPLER_BENCH_PEERS:-1}" != 0 ]; then
     OMP_NUM_THREADS=1 "$torch2_python" bench/tokens_loader.py --build build --write docs/benchmarks.md
     OMP_NUM_THREADS=1 "$torch2_python" bench/tokens_scale.py --build build --write docs/benchmarks.md
     # Sources in an object store (issue 40): tokens from a local SeaweedFS (.venv-s3) against
-    # local files, the loop's wait behind 50 ms a request; the locality order's rho against the
-    # global shuffle and Streaming's py1e and py1br.
+    # local files, bytes fetched under a bounded cache by eviction policy, the loop's wait behind
+    # 50 ms a request; the locality order's rho against the global shuffle and Streaming's py1e
+    # and py1br, and the held-out loss of a model trained in it.
     s3_python=$(ensure_s3_venv)
     OMP_NUM_THREADS=1 "$torch2_python" bench/tokens_s3.py --build build --s3-python "$s3_python" \
       --write docs/benchmarks.md
     "$peers_python" bench/tokens_locality.py --build build --write docs/benchmarks.md
+    "$torch2_python" bench/tokens_locality_loss.py --build build --write docs/benchmarks.md
     if [ -n "${DISTSAMPLER_MEGATRON_LM:-}" ]; then
       PYTHONPATH=build/python "$(ensure_prepare_bench_venv)" bench/tokens_prepare.py \
         --megatron-lm "$DISTSAMPLER_MEGATRON_LM" --write docs/benchmarks.md

@@ -10,7 +10,7 @@ sequences, in the same order, as an uninterrupted one.
 
     .venv/bin/python examples/tokens/prepare_corpus.py build/tokens/corpus
     OMP_NUM_THREADS=1 PYTHONPATH=build/python .venv/bin/python -m distsampler.torchrun \\
-        --nproc_per_node=2 --redirects 2 --tee 2 --rdzv_endpoint=localhost:0 \\
+        --nproc_per_node=2 --redirects 2 --tee 2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 \\
         examples/tokens/train_gpt.py --data build/tokens/corpus --out build/tokens/run \\
         --steps 200 --checkpoint-every 20
     (stopped; later, on 3 ranks, the same command with --nproc_per_node=3 --resume --attempt 1)
@@ -125,9 +125,36 @@ def make_stream(args, corpus):
         sources.append((prefixes if len(prefixes) > 1 else prefixes[0],
                         float(weights[source["name"]])))
     options = {"window": args.window} if args.packing == "best-fit" else {}
+    if args.locality:
+        block, _, window = args.locality.partition(":")
+        options["locality"] = [(int(block), int(window))] * len(sources)
+    if args.split:
+        options["split"] = [float(f) for f in args.split.split(",")]
     return TokenStream(sources=sources, seq_len=args.seq_len, global_batch=args.global_batch,
                        seed=args.seed, packing=args.packing, micro_batch=args.micro_batch,
                        **options, **edits(args, corpus))
+
+
+def held_out_loss(args, model, stream, dtype):
+    """The mean loss over every token of the stream's validation split (one pass, the same
+    sequences whatever W), all ranks together; written to OUT/held_out.json by rank 0."""
+    model.eval()
+    total = torch.zeros(2, dtype=dtype)  # loss summed over the tokens, tokens
+    with torch.no_grad():
+        for batch in stream.validation("valid").loader(num_workers=args.workers):
+            logits = model(batch["tokens"], batch["segment_ids"], batch["position_ids"])
+            per_token = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(),
+                                        reduction="none")
+            mask = batch["loss_mask"].to(dtype).flatten()
+            total += torch.stack([(per_token * mask).sum(), mask.sum()])
+    dist.all_reduce(total)
+    model.train()
+    loss, tokens = float(total[0] / total[1]), int(total[1])
+    if dist.get_rank() == 0:
+        with open(os.path.join(args.out, "held_out.json"), "w") as f:
+            json.dump({"loss": loss, "tokens": tokens, "step": args.steps}, f)
+        print(f"held-out loss after step {args.steps - 1}: {loss:.4f} over {tokens} tokens "
+              "of the validation split", flush=True)
 
 
 def edits(args, corpus):
@@ -235,6 +262,8 @@ def train(args, rank, world):
             if (args.checkpoint_every and step % args.checkpoint_every == 0) or step == args.steps:
                 save(path, model, optimizer, stream, step)
     hashes.close()
+    if args.split:
+        held_out_loss(args, model, stream, dtype)
     if rank == 0:
         losses.close()
         if args.chart:
@@ -335,6 +364,10 @@ def parse_args(argv=None):
     edit.add_argument("--skip", action="append", default=[], metavar="STEP:FILE",
                       help="the documents FILE lists (lines \"source document\") are never read "
                       "from STEP on")
+    p.add_argument("--locality", metavar="BLOCK:WINDOW",
+                   help="every source in the locality order for object stores (docs/tokens.md)")
+    p.add_argument("--split", metavar="TRAIN,VALID,TEST",
+                   help="train on the train split; at the end, the loss over the valid split")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers a rank")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=64)
