@@ -81,7 +81,7 @@ class IndexedDataset {
   // .bin: nothing changes. Safe while other threads read.
   void read_in_blocks(uint64_t first_document, uint64_t documents) const;
   // The name under which read() keeps `document`'s block in the cache (its object's URL and
-  // ETag, and the block's number), for plan-aware eviction (read_token_blocks); nullopt when this
+  // ETag, and the block's number), for plan-aware eviction (BlockUses); nullopt when this
   // shard is not read in blocks. Unchecked: `document` < documents().
   std::optional<std::pair<std::string, uint64_t>> block_of(uint64_t document) const;
   int token_bytes() const { return static_cast<int>(token_bytes_); }
