@@ -17,6 +17,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -109,6 +110,23 @@ std::string env(const char* name) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
+}  // namespace
+
+double env_number(const char* name, double fallback, double low, double high, bool integer,
+                  const char* allowed) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= low && v <= high) ||
+      (integer && v != std::floor(v))) {
+    throw std::invalid_argument(std::string(name) + " = '" + text + "'; allowed: " + allowed);
+  }
+  return v;
+}
+
+namespace {
+
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
@@ -194,16 +212,8 @@ const Settings& settings() {
         break;
       }
     }
-    const std::string retry = env("DISTSAMPLER_S3_RETRY_SECONDS");
-    if (!retry.empty()) {
-      char* end = nullptr;
-      const double v = std::strtod(retry.c_str(), &end);
-      if (end == retry.c_str() || *end != '\0' || !(v >= 0) || v > 86400) {
-        throw std::invalid_argument("DISTSAMPLER_S3_RETRY_SECONDS = '" + retry +
-                                    "'; allowed: seconds in [0, 86400]");
-      }
-      s.retry_seconds = v;
-    }
+    s.retry_seconds = env_number("DISTSAMPLER_S3_RETRY_SECONDS", s.retry_seconds, 0, 86400,
+                                 false, "seconds in [0, 86400]");
     s.cache = env("DISTSAMPLER_S3_CACHE");
     if (s.cache.empty()) {
       const std::string xdg = env("XDG_CACHE_HOME");
@@ -624,17 +634,8 @@ std::string s3_cached_copy(const S3Object& object, S3Version* version) {
 }
 
 int s3_requests_in_flight() {
-  static const int in_flight = [] {
-    const std::string text = env("DISTSAMPLER_S3_REQUESTS");
-    if (text.empty()) return 16;
-    char* end = nullptr;
-    const long v = std::strtol(text.c_str(), &end, 10);
-    if (end == text.c_str() || *end != '\0' || v < 1 || v > 16) {
-      throw std::invalid_argument("DISTSAMPLER_S3_REQUESTS = '" + text +
-                                  "'; allowed: an integer from 1 to 16");
-    }
-    return static_cast<int>(v);
-  }();
+  static const int in_flight = static_cast<int>(
+      env_number("DISTSAMPLER_S3_REQUESTS", 16, 1, 16, true, "an integer from 1 to 16"));
   return in_flight;
 }
 
@@ -660,25 +661,15 @@ struct BlockCache {
 
 BlockCache& block_cache() {
   static BlockCache* cache = [] {
-    auto* c = new BlockCache;  // never destroyed: reads may run while the process exits
-    const std::string text = env("DISTSAMPLER_S3_CACHE_MB");
-    double mb = 256;
-    if (!text.empty()) {
-      char* end = nullptr;
-      mb = std::strtod(text.c_str(), &end);
-      if (end == text.c_str() || *end != '\0' || !(mb >= 0) || mb > 1e7) {
-        delete c;
-        throw std::invalid_argument("DISTSAMPLER_S3_CACHE_MB = '" + text +
-                                    "'; allowed: megabytes in [0, 10^7]");
-      }
-    }
-    c->budget = static_cast<uint64_t>(mb * 1e6);
+    const double mb = env_number("DISTSAMPLER_S3_CACHE_MB", 256, 0, 1e7, false,
+                                 "megabytes in [0, 10^7]");
     const std::string evict = env("DISTSAMPLER_S3_EVICT");
     if (!evict.empty() && evict != "next-use" && evict != "lru") {
-      delete c;
       throw std::invalid_argument("DISTSAMPLER_S3_EVICT = '" + evict +
                                   "'; allowed: next-use (the default) or lru");
     }
+    auto* c = new BlockCache;  // never destroyed: reads may run while the process exits
+    c->budget = static_cast<uint64_t>(mb * 1e6);
     c->next_use = evict != "lru";
     // Held across fork(), so that a child never inherits it locked; the child starts empty (a
     // fetch in flight in the parent has no thread in the child to finish it).

@@ -76,6 +76,12 @@ void s3_read(const S3Object& object, const S3Version& version, uint64_t offset, 
 // it). Returns the file's path; `version` (when not null) gets the object's.
 std::string s3_cached_copy(const S3Object& object, S3Version* version = nullptr);
 
+// The number in environment variable `name`, or `fallback` when it is unset or empty. Throws
+// std::invalid_argument naming the variable, its value and `allowed` unless it is a number in
+// [low, high] (an integer when `integer`).
+double env_number(const char* name, double fallback, double low, double high, bool integer,
+                  const char* allowed);
+
 // DISTSAMPLER_S3_REQUESTS (s3.h's settings): reads in flight at once. Throws
 // std::invalid_argument naming the variable, its value and what is allowed.
 int s3_requests_in_flight();

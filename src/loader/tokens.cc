@@ -5,7 +5,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -380,18 +379,8 @@ void BlockUses::add(uint64_t step, const std::vector<std::shared_ptr<const Index
 void BlockUses::at(uint64_t step) { uses_->at(step); }
 
 uint64_t BlockUses::lookahead() {
-  static const uint64_t steps = [] {
-    const char* text = std::getenv("DISTSAMPLER_S3_LOOKAHEAD");
-    if (text == nullptr || *text == '\0') return uint64_t{64};
-    uint64_t v = 0;
-    const char* end = text + std::strlen(text);
-    const auto got = std::from_chars(text, end, v);
-    if (got.ec != std::errc() || got.ptr != end || v < 1 || v > 100000) {
-      throw std::invalid_argument(std::string("DISTSAMPLER_S3_LOOKAHEAD = '") + text +
-                                  "'; allowed: steps from 1 to 100000");
-    }
-    return v;
-  }();
+  static const uint64_t steps = static_cast<uint64_t>(detail::env_number(
+      "DISTSAMPLER_S3_LOOKAHEAD", 64, 1, 100000, true, "steps from 1 to 100000"));
   return steps;
 }
 

@@ -12,7 +12,8 @@ Usage: s3_tokens.py PYTHON_PACKAGE_DIR S3_VENV_PYTHON   (weed beside S3_VENV_PYT
    local stream's (nothing lost, nothing repeated: the ledger of sequence ids is the same).
    3b. Behind a relay that holds each request 20 ms (a slow store), W = 2 with workers: the same.
 4. One clear error each, from a fresh process: a wrong secret (403, naming the object and where
-   the credentials came from), a missing object (404, naming it), no credentials at all; the
+   the credentials came from), a missing object (404, naming it), no credentials at all, a bad
+   value of each DISTSAMPLER_S3_* setting (naming it, its value and what is allowed); the
    credentials and endpoint from AWS-style files instead opening; and a .bin replaced on the
    server while a stream reads it, then one cut short ("changed since it was opened", naming the
    object).
@@ -251,6 +252,20 @@ def main(package_dir, s3_python):
                   if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")},
                  ["s3://corpus/v1/source0_0.idx", "no credentials"]),
             ]
+            # A bad setting: one error naming the variable, its value and what is allowed
+            # (each read when first needed: a block read in a locality order needs them all).
+            read_code = ("from distsampler.tokens import TokenStream\n"
+                         "s = TokenStream([('s3://corpus/v1/source0_0', 1.0)], seq_len=63, "
+                         "global_batch=12, seed=5, locality=[(20, 2)])\n"
+                         "next(s.loader(num_workers=0))")
+            for name, value in (("DISTSAMPLER_S3_REQUESTS", "17"),
+                                ("DISTSAMPLER_S3_REQUESTS", "2.5"),
+                                ("DISTSAMPLER_S3_LOOKAHEAD", "0"),
+                                ("DISTSAMPLER_S3_CACHE_MB", "-1"),
+                                ("DISTSAMPLER_S3_EVICT", "fifo"),
+                                ("DISTSAMPLER_S3_RETRY_SECONDS", "soon")):
+                cases.append((f"{name}={value}", read_code, {**os.environ, name: value},
+                              [f"{name} = '{value}'; allowed: "]))
             for label, code, case_env, wanted in cases:
                 status, line = run_error(package_dir, code, case_env)
                 missing = [w for w in wanted if w not in line]
