@@ -336,6 +336,10 @@ py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, i
   const uint64_t step = self.step();
   if (reader && self.blocks && !self.synced().exhausted()) {
     const auto& [start, per_step, micro, worker, workers] = *reader;
+    if (start > step) {
+      throw std::invalid_argument("reader: start " + std::to_string(start) + " after step " +
+                                  std::to_string(step) + "; allowed: a step already read or this");
+    }
     py::gil_scoped_release release;
     scout_uses(self, step, world_size, rank, Reader{start, per_step, micro, worker, workers});
   }
@@ -441,26 +445,6 @@ void bind_tokens(py::module_& m) {
         "The rows ((first, count) pairs) DataLoader worker `worker` of `workers` reads at the "
         "k-th step since it began, of a rank reading `per_step` batches of `micro` rows a step: "
         "None for every row, [] for none");
-  m.def(
-      "block_uses",
-      [](TokenStreamCore& self, uint64_t world_size, uint64_t rank, uint64_t steps) {
-        // The blocks this rank's rows of the next `steps` steps read, step by step (the plan
-        // itself does not move): benchmarks count what a bounded cache must fetch.
-        TokenPlan plan(self.synced());
-        py::list out;
-        for (uint64_t i = 0; i < steps; ++i) {
-          py::list step;
-          for (auto& [object, block] : BlockUses::blocks(self.sources,
-                                                         plan.next_step(world_size, rank))) {
-            step.append(py::make_tuple(object, block));
-          }
-          out.append(step);
-        }
-        return out;
-      },
-      py::arg("stream"), py::arg("world_size"), py::arg("rank"), py::arg("steps"),
-      "[[(object, block), ...] per step]: the object-store blocks a rank's rows of the next "
-      "`steps` steps of `stream` read");
   m.def(
       "varlen_metadata",
       [](py::array_t<int32_t, py::array::forcecast> segments) {
