@@ -56,16 +56,37 @@ def test_loader_workers_forked_while_a_build_runs():
         assert loader_helpers.flat(loader) == sampler.indices(epoch).tolist()
 
 
+def waiting_prefetcher():
+    """(core, prefetcher, views): two epochs' orders alive, so the background build of epoch 2
+    waits for one to be released (the worker thread waits on the condition variable)."""
+    from distsampler import _core
+    core = _core.DistributedSampler(N, 4, 1, 3, True, False, "torch", _core.RandpermVariant.current)
+    prefetcher = _core.PrefetchingSampler(core, True)
+    return core, prefetcher, [prefetcher.epoch(0), prefetcher.epoch(1)]
+
+
+def child_status(pid, timeout=20.0):
+    """The forked child's wait status, or None when it was still running after `timeout` s (it
+    is killed then)."""
+    import os
+    import signal
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return code
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
 def test_a_child_forked_while_a_build_waits_builds_the_epoch_itself():
     """Issue 28: a process forked while the next epoch's build is requested (DataLoader workers
     are forked from the process that holds the sampler) has the sampler's state but not its
     thread: it builds the epoch itself instead of waiting for ever."""
     import os
-    import signal
-    from distsampler import _core
-    core = _core.DistributedSampler(N, 4, 1, 3, True, False, "torch", _core.RandpermVariant.current)
-    prefetcher = _core.PrefetchingSampler(core, True)
-    views = [prefetcher.epoch(0), prefetcher.epoch(1)]  # two alive: the build of 2 waits
+    core, prefetcher, views = waiting_prefetcher()
     want = core.epoch(2)
     want = [want[i] for i in range(len(want))]
     pid = os.fork()
@@ -76,15 +97,7 @@ def test_a_child_forked_while_a_build_waits_builds_the_epoch_itself():
             ok = [got[i] for i in range(len(got))] == want
         finally:
             os._exit(0 if ok else 1)
-    deadline = time.monotonic() + 20
-    status = None
-    while status is None and time.monotonic() < deadline:
-        done, code = os.waitpid(pid, os.WNOHANG)
-        status = code if done == pid else None
-        time.sleep(0.01)
-    if status is None:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    status = child_status(pid)
     assert status == 0, "the child hung (killed after 20 s)" if status is None else status
     got = prefetcher.epoch(2)
     assert [got[i] for i in range(len(got))] == want and len(views) == 2
@@ -97,11 +110,7 @@ def test_a_child_forked_while_the_worker_waits_can_free_the_sampler():
     glibc's pthread_cond_destroy waits for every waiter. CI's Debian 13 root hung here."""
     import gc
     import os
-    import signal
-    from distsampler import _core
-    core = _core.DistributedSampler(N, 4, 1, 3, True, False, "torch", _core.RandpermVariant.current)
-    prefetcher = _core.PrefetchingSampler(core, True)
-    views = [prefetcher.epoch(0), prefetcher.epoch(1)]  # two alive: the worker waits
+    _, prefetcher, views = waiting_prefetcher()
     time.sleep(0.2)  # for it to be waiting
     pid = os.fork()
     if pid == 0:
@@ -114,15 +123,7 @@ def test_a_child_forked_while_the_worker_waits_can_free_the_sampler():
         finally:
             os._exit(code)
     del prefetcher  # the parent's sampler is its own
-    deadline = time.monotonic() + 20
-    status = None
-    while status is None and time.monotonic() < deadline:
-        done, code = os.waitpid(pid, os.WNOHANG)
-        status = code if done == pid else None
-        time.sleep(0.01)
-    if status is None:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    status = child_status(pid)
     assert status == 0, "the child hung freeing the sampler (killed after 20 s)" \
         if status is None else status
     assert len(views) == 2
