@@ -143,9 +143,12 @@ std::optional<std::pair<std::string, uint64_t>> IndexedDataset::block_of(
   const uint64_t per_block =
       remote_ != nullptr ? remote_->block_documents.load(std::memory_order_relaxed) : 0;
   if (per_block == 0) return std::nullopt;
-  const uint64_t first = remote_->first_document.load(std::memory_order_relaxed);
   return std::make_pair(detail::s3_block_object(remote_->object, remote_->version),
-                        (first + document) / per_block);
+                        block_number(document, per_block));
+}
+
+uint64_t IndexedDataset::block_number(uint64_t document, uint64_t per_block) const {
+  return (remote_->first_document.load(std::memory_order_relaxed) + document) / per_block;
 }
 
 std::optional<std::pair<std::string, uint64_t>> IndexedSource::block_of(
@@ -490,7 +493,7 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
     // block are read from it too.
     // Its byte range (two pointer reads of the .idx) is worked out only when it is fetched.
     const uint64_t first = remote_->first_document.load(std::memory_order_relaxed);
-    const uint64_t number = (first + document) / per_block;
+    const uint64_t number = block_number(document, per_block);
     block = detail::s3_block(remote_->object, remote_->version, number, [&] {
       const uint64_t a = std::max(number * per_block, first) - first;
       const uint64_t b = std::min((number + 1) * per_block, first + sequences_) - first;

@@ -356,7 +356,10 @@ VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t 
 BlockUses::BlockUses() : uses_(std::make_unique<detail::S3BlockUses>()) {}
 BlockUses::~BlockUses() = default;
 
-std::vector<std::pair<std::string, uint64_t>> BlockUses::blocks(
+namespace {
+
+// The distinct blocks `rows` read from sources read in blocks, in the order first read.
+std::vector<std::pair<std::string, uint64_t>> blocks_read(
     const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
     const std::vector<PlannedSequence>& rows) {
   std::vector<std::pair<std::string, uint64_t>> out;
@@ -371,9 +374,12 @@ std::vector<std::pair<std::string, uint64_t>> BlockUses::blocks(
   return out;
 }
 
-void BlockUses::add(uint64_t step, const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
+}  // namespace
+
+void BlockUses::add(uint64_t step,
+                    const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
                     const std::vector<PlannedSequence>& rows) {
-  uses_->add(step, blocks(sources, rows));
+  uses_->add(step, blocks_read(sources, rows));
 }
 
 void BlockUses::at(uint64_t step) { uses_->at(step); }

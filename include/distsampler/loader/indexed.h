@@ -109,6 +109,8 @@ class IndexedDataset {
   uint64_t checked_pointer(uint64_t document) const;  // FormatError unless aligned, 0 for the first
   Entry entry(uint64_t document) const;  // and the pointer matches the next one or the .bin's end
   Entry prepare(uint64_t document, uint64_t begin, uint64_t end) const;  // read()'s checks
+  // read_in_blocks(): the number of `document`'s block, `per_block` documents a block (> 0).
+  uint64_t block_number(uint64_t document, uint64_t per_block) const;
 
   std::string prefix_;
   std::shared_ptr<const detail::PooledFile> entries_;  // the .idx, read with pread

@@ -164,10 +164,6 @@ class BlockUses {
   // block next used further ahead counts as not named. Throws std::invalid_argument naming the
   // variable, its value and what is allowed.
   static uint64_t lookahead();
-  // The distinct blocks `rows` read, in the order first read (tests, benchmarks).
-  static std::vector<std::pair<std::string, uint64_t>> blocks(
-      const std::vector<std::shared_ptr<const IndexedLengths>>& sources,
-      const std::vector<PlannedSequence>& rows);
 
  private:
   std::unique_ptr<detail::S3BlockUses> uses_;
