@@ -63,6 +63,9 @@ class PooledFile {
   uint64_t size() const;  // when opened
   uint64_t current_size() const;  // now (fstat), opened again as read_at does when closed
   uint64_t read_at(void* out, uint64_t n, uint64_t offset) const;  // as ReadOnlyFile's
+  // How many pages of bytes [offset, offset + length) the page cache holds (Linux's cachestat),
+  // or -1 where the kernel cannot say (before Linux 6.5, or refused).
+  int64_t cached_pages(uint64_t offset, uint64_t length) const;
   // Maps bytes [offset, offset + length) read-only (offset a multiple of the page size, length
   // > 0), the descriptor taken as read_at takes it; the caller unmaps. Throws naming the file.
   unsigned char* map(uint64_t offset, uint64_t length) const;
@@ -144,8 +147,22 @@ class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
   static constexpr uint64_t kMappedBudget = uint64_t{1} << 17;  // pages: 512 MB of 4 KB pages
   // Sets the budget, in pages, for this process (tests: a small one); returns the one before.
   static uint64_t set_mapped_budget(uint64_t pages);
+  static constexpr uint64_t kAskWholePages = 4096;
+  // Whether ranges made from now on ask the page cache about all of their pages (true unless set;
+  // tests: false, to read a file just written as though it were cold). Returns the setting before.
+  static bool set_ask_whole(bool ask);
   // Whether every page has been seen resident (or read) already.
   bool all_seen() const { return unseen_.load(std::memory_order_relaxed) == 0; }
+  // Whether the page holding file offset `offset` was seen resident (or read) before: reading it
+  // through the mapping waits on no disk. The range asks the page cache about all of its pages
+  // when made.
+  bool seen(uint64_t offset) const { return seen_page((offset - first_) / page_); }
+  // The first file offset past what may be read through at() now (the file's size now: a file cut
+  // short while open; prepare() returns the same).
+  uint64_t readable() const;
+  // After a read of the file (not through the mapping) of `bytes` at `offset` that got `got`:
+  // its pages are in the page cache now, and marked seen (fewer: the file ends there).
+  void read_done(uint64_t offset, uint64_t bytes, uint64_t got) const;
 
  private:
   std::shared_ptr<const PooledFile> file_;
@@ -155,7 +172,10 @@ class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
   unsigned char* base_ = nullptr;
   size_t page_ = 4096;
   static constexpr uint64_t kGapPages = 16;
-  bool seen(uint64_t page) const;  // seen resident (or read) before
+  bool seen_page(uint64_t page) const;  // seen resident (or read) before
+  // When made: every page marked seen when the page cache holds them all (cachestat), else the
+  // resident ones of a range of kAskWholePages pages or fewer (mincore over all of it).
+  void ask_whole();
   void mark(uint64_t first_page, uint64_t end_offset) const;  // pages up to end_offset seen
   void cut(uint64_t offset) const;  // the file found to end at `offset`: nothing past it read
   // The reads that the pages holding these offsets need (those not seen: mincore, the resident

@@ -813,9 +813,16 @@ TEST(Indexed, LengthsPastAnIdxTruncatedWhileOpenAreAskedAlone) {
 }
 
 // Documents too few for the pages of their lengths (fewer than one per kDense pages: each fault on
-// the mapping would map a block of pages around it for one length): lengths() reads those with
-// pread. The same answers, and past the end of a .idx truncated while open, kAskAlone.
+// the mapping would map a block of pages around it for one length), in pages not seen in the page
+// cache: lengths() reads those with pread, mapping none. The same answers, and past the end of a
+// .idx truncated while open, kAskAlone. (The file was just written, so the range is made not to
+// ask the page cache about it: as a cold file reads.)
 TEST(Indexed, LengthsOfFewDocumentsOfALargeShardAreReadWithPread) {
+  const bool asked = detail::PageCachedRange::set_ask_whole(false);
+  struct Restore {
+    bool asked;
+    ~Restore() { detail::PageCachedRange::set_ask_whole(asked); }
+  } restore{asked};
   const TempDir dir;
   constexpr uint64_t kDocuments = 4300000;  // 4,200 pages of lengths
   constexpr uint64_t kAsked = 500;
@@ -840,12 +847,62 @@ TEST(Indexed, LengthsOfFewDocumentsOfALargeShardAreReadWithPread) {
                                                     : DocumentLengths::kAskAlone;
     ASSERT_EQ(got[k], want) << "document " << documents[k];
   }
+  EXPECT_EQ(mapped_kb(prefix + ".idx"), 0u) << "read through the mapping";
   ASSERT_EQ(::truncate((prefix + ".idx").c_str(), 34 + 4 * 2000000), 0);
   ds.lengths(documents.data(), documents.size(), got.data());
   for (size_t k = 0; k < documents.size(); ++k) {
     const uint32_t want = documents[k] < 2000000 ? static_cast<uint32_t>(documents[k] % 3)
                                                  : DocumentLengths::kAskAlone;
     ASSERT_EQ(got[k], want) << "document " << documents[k] << " after the truncation";
+  }
+}
+
+// The same few documents of a shard whose lengths the page cache holds (it was just written): the
+// range asks the kernel once about all of its pages (cachestat, or mincore where the kernel has
+// none) and reads them through the mapping, pread costing a system call a document where a fault
+// maps 16 pages at once. A warm plan's first windows are such reads.
+TEST(Indexed, LengthsOfFewDocumentsInThePageCacheAreReadThroughTheMapping) {
+  const TempDir dir;
+  constexpr uint64_t kDocuments = 1000000;  // 977 pages of lengths, under kAskWholePages
+  constexpr uint64_t kAsked = 100;
+  ASSERT_LT(kAsked * IndexedDataset::kDense, 4 * kDocuments / 4096);
+  std::vector<std::vector<int32_t>> docs(kDocuments);
+  for (uint64_t d = 0; d < kDocuments; ++d) docs[d].assign(d % 3, 1);
+  const std::string prefix = write(dir, "warm", make_files<int32_t>(4, docs));
+  const IndexedDataset ds(prefix);
+  std::vector<uint64_t> documents;
+  for (uint64_t k = 0; k < kAsked; ++k) documents.push_back(hash_at(9, k) % kDocuments);
+  std::vector<uint32_t> got(documents.size());
+  ds.lengths(documents.data(), documents.size(), got.data());
+  for (size_t k = 0; k < documents.size(); ++k) {
+    ASSERT_EQ(got[k], documents[k] % 3) << "document " << documents[k];
+  }
+  EXPECT_GT(mapped_kb(prefix + ".idx"), 0u) << "read with pread";
+}
+
+// A .idx whose descriptor the pool closed (other shards were read since), then cut short: a
+// later read through the mapping learns the file's size from its path (the same file, shorter),
+// not by opening it again, and gives kAskAlone past the cut, never reading a lost page.
+TEST(Indexed, AShardCutShortWhileItsDescriptorWasClosedIsReadUpToItsEnd) {
+  const TempDir dir;
+  std::vector<std::string> prefixes;
+  constexpr uint64_t kDocuments = 5000;
+  std::vector<std::vector<int32_t>> docs(kDocuments);
+  for (uint64_t d = 0; d < kDocuments; ++d) docs[d].assign(d % 5, 1);
+  for (int i = 0; i < 100; ++i) {
+    prefixes.push_back(write(dir, "s" + std::to_string(i), make_files<int32_t>(4, docs)));
+  }
+  const IndexedSource source(prefixes);
+  for (uint64_t d = kDocuments; d < 100 * kDocuments; d += kDocuments) {
+    EXPECT_EQ(source.length(d + 4), 4u);  // shard 0: the least recently read, and closed
+  }
+  ASSERT_EQ(::truncate((prefixes[0] + ".idx").c_str(), 34 + 4 * 1500), 0);  // 1,500 left
+  std::vector<uint64_t> documents(kDocuments);  // dense: read through the mapping
+  for (uint64_t d = 0; d < kDocuments; ++d) documents[d] = d;
+  std::vector<uint32_t> got(documents.size());
+  source.lengths(documents.data(), documents.size(), got.data());
+  for (uint64_t d = 0; d < kDocuments; ++d) {
+    ASSERT_EQ(got[d], d < 1500 ? d % 5 : DocumentLengths::kAskAlone) << "document " << d;
   }
 }
 
