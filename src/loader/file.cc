@@ -351,7 +351,11 @@ class ReadPool {
   }
 
   void help(std::function<void()> task) { push(std::move(task), urgent_); }
-  // A prefetch is dropped when kMaxPrefetches wait already (it is only a hint).
+  // A prefetch is dropped when kMaxPrefetches wait already (it is only a hint). 65,536: a plan's
+  // first windows over 1,000 sources of large blocks are 16,000 reads, one task each (with 1,024,
+  // most were dropped, and each source's first window was then read in turn: the cold first
+  // batch at 10^10 documents of bench/tokens_scale.py); a task is about 100 bytes, 6.5 MB at
+  // most.
   void prefetch(std::function<void()> task) {
     std::lock_guard<std::mutex> hold(lock_);
     if (later_.size() >= kMaxPrefetches) return;
@@ -360,7 +364,7 @@ class ReadPool {
   }
 
  private:
-  static constexpr size_t kMaxPrefetches = 1024;
+  static constexpr size_t kMaxPrefetches = 65536;
   explicit ReadPool(pid_t pid) : pid_(pid) {
     for (int t = 0; t < kReadThreads; ++t) {
       try {
