@@ -13,7 +13,8 @@
 # bench/tokens_blend_change.py: Megatron's blend weights changed at a resume against ours, and
 # bench/tokens_plan.py: the planner warm, cold and behind a slow file system against the one
 # before issue 41 (sources in build/tokens-plan-bench, about 4 GB), bench/tokens_loader.py (tokens
-# through the loader, the plan feed), bench/tokens_scale.py (the first batch at 10^8 documents),
+# through the loader, the plan feed), bench/tokens_scale.py (the first batch at 10^8 and
+# 10^10 documents: each 10^10 set needs 41 GB free, is written, measured and removed),
 # bench/tokens_s3.py (s3:// sources on a local SeaweedFS from .venv-s3, requirements/s3.txt) and
 # bench/tokens_locality.py (the locality order's rho against the peers' shuffles) and
 # bench/tokens_locality_loss.py (the held-out loss of docs/tokens_run.md's model in each order).
