@@ -57,11 +57,12 @@ class IndexedDataset {
   uint32_t length(uint64_t document) const;
   // The lengths of documents[0, n) (DocumentLengths::lengths' contract: kAskAlone for a document
   // out of range, with a negative length, or past the end of a .idx truncated while open). When
-  // the documents are at least one per kDense pages of the lengths block, or their pages were all
-  // seen in the page cache (a warm start), read from it mapped (detail::PageCachedRange: the pages not in the
-  // page cache read together first, several at once when slow; what a process maps of all blocks
-  // kept within a budget of 512 MB); else with pread, sorted, neighbours (kReadGap bytes apart or
-  // less) in one read, several reads at once when slow.
+  // the documents are at least one per kDense pages of the lengths block, read from it mapped
+  // (detail::PageCachedRange: the pages not in the page cache read together first, several at
+  // once when slow; what a process maps of all blocks kept within a budget of 512 MB). Fewer:
+  // those on pages seen in the page cache (all of them, warm) read mapped as well, the others
+  // with pread, sorted, neighbours (kReadGap bytes apart or less) in one read, several reads at
+  // once when slow.
   void lengths(const uint64_t* documents, size_t n, uint32_t* out) const;
   static constexpr uint64_t kDense = 4;
   static constexpr uint64_t kFaultAround = 16;  // pages a fault may map (the kernel's default)
