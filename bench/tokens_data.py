@@ -41,17 +41,28 @@ def lengths_of(source, documents, seed=SEED):
     return np.clip(np.rint(raw), 1, MAX_LEN).astype(np.int32)
 
 
+def idx_header(n, dtype=DTYPE):
+    """The 34 bytes before the lengths: header, version 1, dtype code, sequence count, document
+    count + 1 (one sequence per document)."""
+    from megatron.core.datasets.indexed_dataset import DType
+    return b"".join((HEADER, struct.pack("<Q", 1), struct.pack("<B", DType.code_from_dtype(dtype)),
+                     struct.pack("<Q", n), struct.pack("<Q", n + 1)))
+
+
+def idx_sequences(path):
+    """The sequence count in a .idx's header (bytes 18..26, after the magic, version and dtype)."""
+    with open(path, "rb") as f:
+        return int.from_bytes(f.read(34)[18:26], "little")
+
+
 def idx_bytes(lengths, dtype=DTYPE):
     """The .idx that megatron-core's IndexedDatasetBuilder.finalize writes for one sequence per
     document (_IndexWriter): header, version 1, dtype code, sequence count, document count + 1,
     int32 lengths, int64 byte pointers, int64 document indices 0..n, no modes."""
-    from megatron.core.datasets.indexed_dataset import DType
     n = len(lengths)
     pointers = np.zeros(n, dtype=np.int64)
     np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
-    return b"".join((HEADER, struct.pack("<Q", 1), struct.pack("<B", DType.code_from_dtype(dtype)),
-                     struct.pack("<Q", n), struct.pack("<Q", n + 1),
-                     lengths.astype(np.int32).tobytes(), pointers.tobytes(),
+    return b"".join((idx_header(n, dtype), lengths.astype(np.int32).tobytes(), pointers.tobytes(),
                      np.arange(n + 1, dtype=np.int64).tobytes()))
 
 
@@ -71,7 +82,6 @@ def write_lengths_only(prefix, lengths, dtype=DTYPE):
     need 40 GB this way, not the 200 GB of a whole .idx. The .bin: a sparse file of the right
     size. Writes the running token sums at every 512th document to prefix.sums.npy, for
     fill_pointers."""
-    from megatron.core.datasets.indexed_dataset import DType
     n = len(lengths)
     width = np.dtype(dtype).itemsize
     ends = np.cumsum(lengths, dtype=np.int64)
@@ -79,9 +89,7 @@ def write_lengths_only(prefix, lengths, dtype=DTYPE):
     np.save(prefix + ".sums.npy", np.concatenate(([0], ends[511::512])))
     del ends
     with open(prefix + ".idx", "wb") as f:
-        f.write(b"".join((HEADER, struct.pack("<Q", 1),
-                          struct.pack("<B", DType.code_from_dtype(dtype)),
-                          struct.pack("<Q", n), struct.pack("<Q", n + 1))))
+        f.write(idx_header(n, dtype))
         f.write(lengths.astype(np.int32).tobytes())
         f.seek(34 + 4 * n + 8 * (n - 1))
         f.write(struct.pack("<q", (total - int(lengths[-1])) * width))
@@ -98,8 +106,8 @@ def fill_pointers(prefix, documents, dtype=DTYPE):
     the running sums of the lengths before, in bytes. Returns the pages written."""
     width = np.dtype(dtype).itemsize
     sums = np.load(prefix + ".sums.npy")
+    n = idx_sequences(prefix + ".idx")
     with open(prefix + ".idx", "r+b") as f:
-        n = int.from_bytes(f.read(34)[18:26], "little")
         lengths = np.memmap(f, dtype=np.int32, mode="r", offset=34, shape=(n,))
         base = 34 + 4 * n
         wanted = np.unique(np.concatenate((documents, np.minimum(documents + 1, n - 1))))

@@ -32,6 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import machine  # noqa: E402
 from tokens import replace_between  # noqa: E402
+import tokens_data  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -116,8 +117,7 @@ def raw_read_seconds(listing, count, threads=16):
     drop_cache(listing, count)
     reads = []
     for prefix in json.load(open(listing))["prefixes"][:count]:
-        with open(prefix + ".idx", "rb") as f:
-            n = int.from_bytes(f.read(34)[18:26], "little")
+        n = tokens_data.idx_sequences(prefix + ".idx")
         reads += [(prefix + ".idx", at, min(1 << 20, 34 + 4 * n - at))
                   for at in range(0, 34 + 4 * n, 1 << 20)]
 
