@@ -572,10 +572,15 @@ void PageCachedRange::ask_whole() {
     // Some cached (or the kernel could not say): which, in one call over the range.
     std::vector<unsigned char> in_core(pages());
     if (::mincore(base_, static_cast<size_t>(length_), in_core.data()) != 0) return;
-    for (uint64_t page = 0; page < pages(); ++page) {
-      if (in_core[page] & 1) {
-        mark(page, std::min<uint64_t>(first_ + (page + 1) * page_, first_ + length_));
-      }
+    mark_resident(0, in_core);
+  }
+}
+
+void PageCachedRange::mark_resident(uint64_t from,
+                                    const std::vector<unsigned char>& in_core) const {
+  for (uint64_t page = from; page < from + in_core.size(); ++page) {
+    if (in_core[page - from] & 1) {
+      mark(page, std::min<uint64_t>(first_ + (page + 1) * page_, first_ + length_));
     }
   }
 }
@@ -632,11 +637,7 @@ std::vector<Range> PageCachedRange::reads_for(const uint64_t* offsets, size_t n)
     // Every resident page the call reported is marked seen, not only those asked for: the
     // run spans pages between them, and a later batch then asks the kernel nothing for them
     // (warm, a plan's first batches see the whole block resident in a few calls).
-    for (uint64_t page = from; page < from + count; ++page) {
-      if (in_core[page - from] & 1) {
-        mark(page, std::min<uint64_t>(first_ + (page + 1) * page_, first_ + length_));
-      }
-    }
+    mark_resident(from, in_core);
     for (size_t j = k; j <= last; ++j) {
       const uint64_t offset = first_ + missing[j] * page_;
       const uint64_t end = std::min<uint64_t>(offset + page_, first_ + length_);

@@ -177,6 +177,8 @@ class PageCachedRange : public std::enable_shared_from_this<PageCachedRange> {
   // resident ones of a range of kAskWholePages pages or fewer (mincore over all of it).
   void ask_whole();
   void mark(uint64_t first_page, uint64_t end_offset) const;  // pages up to end_offset seen
+  // Pages from, from + 1, ... marked seen where mincore's answer for them, in_core, says resident.
+  void mark_resident(uint64_t from, const std::vector<unsigned char>& in_core) const;
   void cut(uint64_t offset) const;  // the file found to end at `offset`: nothing past it read
   // The reads that the pages holding these offsets need (those not seen: mincore, the resident
   // ones marked seen), neighbours together.
