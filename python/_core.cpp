@@ -13,10 +13,16 @@
 
 namespace py = pybind11;
 
+extern "C" int distsampler_guard_fork(void);  // fork_guard.c
+
 PYBIND11_MODULE(_core, m) {
   using namespace distsampler::python;
   m.doc() = "distsampler's C++ core: a rank's view of an epoch (see distsampler.torch)";
   m.attr("__version__") = DISTSAMPLER_VERSION_STRING;
+  // Whether fork() in this process waits for CPython's thread-list lock (fork_guard.c: CPython
+  // before 3.12, whose fork child can deadlock on it); registered once, when first imported.
+  static const bool fork_guarded = distsampler_guard_fork() != 0;
+  m.attr("_fork_guarded") = fork_guarded;
 #if PYBIND11_VERSION_MAJOR < 2 || (PYBIND11_VERSION_MAJOR == 2 && PYBIND11_VERSION_MINOR < 12)
   // pybind11 before 2.12 misreads numpy 2's array descriptors (an array it returns has strides
   // of 0): refuse to load beside numpy 2 rather than give wrong arrays.
