@@ -8,7 +8,7 @@
  * child, which then waits forever. A native thread holds it, without the GIL, whenever it makes
  * a thread state to call into Python (PyGILState_Ensure: pybind11's gil_scoped_acquire); torch's
  * gloo threads (pt_gloo_runloop) do, so a rank forking its loader's workers right after a
- * collective hangs now and then (Lightning's DDP on 2 CPU ranks: 1 run in 3 on a busy machine).
+ * collective hangs now and then (tests/frameworks/lightning_driver.py's DDP on 2 CPU ranks did).
  *
  * Here the lock is taken before every fork() of the process (pthread_atfork's prepare, on the
  * thread that forks) and released after it, in the parent and in the child: no fork happens while
