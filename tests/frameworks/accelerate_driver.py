@@ -31,11 +31,10 @@ is one launch's rank (internal).
 import json
 import math
 import os
-import subprocess
 import sys
 
 from shares import (check_exactly_once, check_torch_shares, driver_main, joined, load,
-                    torch_share)
+                    run_session, torch_share)
 
 N, BATCH, SEED, EPOCHS, WORLD = 45, 4, 7, 2, 2
 SHARE_STEPS = math.ceil(math.ceil(N / WORLD) / BATCH)   # 23 indices a rank: 6 batches
@@ -175,10 +174,9 @@ def check(python, out):
         command = [python, "-m", "torch.distributed.run", "--nproc_per_node", str(WORLD),
                    "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
                    os.path.abspath(__file__), "--worker", mode, out]
-        result = subprocess.run(command, env=env, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, timeout=300)
-        if result.returncode != 0:
-            return [f"{mode} launch: exit status {result.returncode}:\n{result.stdout[-4000:]}"]
+        status, output = run_session(command, env)
+        if status != 0:
+            return [f"{mode} launch: exit status {status}:\n{output[-4000:]}"]
     problems = []
     padded = GLOBAL_STEPS * BATCH * WORLD
 

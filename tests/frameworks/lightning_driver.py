@@ -29,10 +29,10 @@ import glob
 import json
 import math
 import os
-import subprocess
 import sys
 
-from shares import check_exactly_once, check_torch_shares, driver_main, joined, load
+from shares import (check_exactly_once, check_torch_shares, driver_main, joined, load,
+                    run_session)
 
 N, BATCH, SEED, EPOCHS, WORLD = 45, 4, 7, 2, 2
 STEPS_PER_EPOCH = math.ceil(math.ceil(N / WORLD) / BATCH)  # 23 indices a rank: 6 batches
@@ -125,10 +125,9 @@ def check(python, out, case):
     ckpts = []
     for mode in ("first", "resume"):
         command = [python, me, "--worker", case, mode, out] + ckpts[:1]
-        result = subprocess.run(command, env=env, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, timeout=300)
-        if result.returncode != 0:
-            return [f"{mode} run: exit status {result.returncode}:\n{result.stdout[-4000:]}"]
+        status, output = run_session(command, env)
+        if status != 0:
+            return [f"{mode} run: exit status {status}:\n{output[-4000:]}"]
         ckpts = sorted(glob.glob(os.path.join(out, "ckpt", "*.ckpt")))
         if mode == "first" and [os.path.basename(c) for c in ckpts] != [f"step={STEP}.ckpt"]:
             return [f"first run left checkpoints {ckpts}, not step={STEP}.ckpt"]

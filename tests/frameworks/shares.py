@@ -10,6 +10,8 @@ import collections
 import json
 import math
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -90,6 +92,26 @@ def joined(first, second=None, checkpoint_step=None):
                             f"checkpoint, run 2 resumed with {after[:len(beyond)]}")
         read[key] = [i for batch in before + after for i in batch]
     return read, problems
+
+
+def run_session(command, env, timeout=300):
+    """Runs one framework run, `command`, in a session of its own: (exit status, output). Past
+    `timeout` seconds every process of the session is killed, the framework's other ranks and
+    the loaders' workers too (subprocess.run kills the first process only, which left a hung
+    rank and its worker behind), and the status is None."""
+    process = subprocess.Popen(command, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        try:  # a process that left the session may hold the output open: wait a bounded time
+            output, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output = ""
+        return None, f"(killed after {timeout} s)\n{output}"
 
 
 def driver_main(label, check, cases=(None,)):
