@@ -164,11 +164,11 @@ struct TokenStreamCore {
   bool blocks = false;               // some source is an object store's, read in blocks
 
   TokenStreamCore(std::vector<std::vector<std::string>> prefixes_in, TokenPlanOptions options_in,
-                  Edits edits_in)
+                  Edits edits_in, const std::optional<EodToken>& eod)
       : prefixes(std::move(prefixes_in)), edits(std::move(edits_in)),
         options(std::move(options_in)) {
-    std::optional<int64_t> eod;
-    if (options.appended_eod) eod = static_cast<int64_t>(*options.appended_eod);
+    options.appended_eod.reset();
+    if (eod && eod->appended) options.appended_eod = static_cast<uint64_t>(eod->id);
     TokenRun run = open_token_run(prefixes, token_edits(edits), eod);
     sources = std::move(run.readers);
     // A source in a locality order is read a block of its order at a time (from an object
@@ -224,6 +224,15 @@ struct TokenStreamCore {
   }
 };
 
+// The EOD token of a plan whose options append `id` (a pickled plan's, checked when made).
+std::optional<EodToken> appended(std::optional<uint64_t> id) {
+  if (!id) return std::nullopt;
+  EodToken eod;
+  eod.id = static_cast<int64_t>(*id);
+  eod.appended = true;
+  return eod;
+}
+
 // Per source, spans per sequence a feed's slot has room for: twice the average number of
 // documents a sequence crosses, at least 16.
 uint64_t feed_spans_per_sequence(const TokenStreamCore& s) {
@@ -240,11 +249,10 @@ uint64_t feed_spans_per_sequence(const TokenStreamCore& s) {
 TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
                               uint64_t global_batch, uint64_t seed, const std::string& packing,
                               uint64_t window, std::vector<double> split,
-                              const std::string& subset, std::optional<uint64_t> append_eod,
+                              const std::string& subset,
                               const std::vector<std::pair<uint64_t, uint64_t>>& orders = {}) {
   TokenPlanOptions o;
   for (const auto& [block, window] : orders) o.orders.push_back(SourceOrder{block, window});
-  o.appended_eod = append_eod;
   if (!split.empty()) o.split = SplitRule(std::move(split), "split").fractions();
   o.subset = parse_split(subset, "subset");
   o.weights = std::move(weights);
@@ -484,19 +492,25 @@ void bind_tokens(py::module_& m) {
                        uint64_t seed, const std::string& packing, uint64_t window,
                        Changes changes, Ramps ramps, Appends appends, Skips skips,
                        std::vector<double> split, const std::string& subset,
-                       std::optional<uint64_t> append_eod,
+                       std::optional<py::object> eod_token, bool append_eod,
                        std::vector<std::pair<uint64_t, uint64_t>> orders) {
+             // The id as the user wrote it, for the check every edge shares (parse_eod_token).
+             std::optional<EodToken> eod;
+             if (eod_token) {
+               eod = parse_eod_token(std::string(py::str(*eod_token)), append_eod, "eod_token");
+             }
              return TokenStreamCore(
                  std::move(prefixes),
                  make_options(std::move(weights), seq_len, global_batch, seed, packing, window,
-                              std::move(split), subset, append_eod, orders),
-                 Edits{std::move(changes), std::move(ramps), std::move(appends), std::move(skips)});
+                              std::move(split), subset, orders),
+                 Edits{std::move(changes), std::move(ramps), std::move(appends), std::move(skips)},
+                 eod);
            }),
            py::arg("prefixes"), py::arg("weights"), py::arg("seq_len"), py::arg("global_batch"),
            py::arg("seed"), py::arg("packing"), py::arg("window"), py::arg("changes") = Changes{},
            py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{},
            py::arg("split") = std::vector<double>{}, py::arg("subset") = "train",
-           py::arg("append_eod") = py::none(),
+           py::arg("eod_token") = py::none(), py::arg("append_eod") = false,
            py::arg("orders") = std::vector<std::pair<uint64_t, uint64_t>>{})
       .def_property_readonly("shards", [](const TokenStreamCore& s) { return s.shards; },
                              "Per source (new ones included), its shard prefixes followed by "
@@ -605,10 +619,10 @@ void bind_tokens(py::module_& m) {
                                            t[5].cast<std::string>(), t[6].cast<uint64_t>(),
                                            t[12].cast<std::vector<double>>(),
                                            t[13].cast<std::string>(),
-                                           t[14].cast<std::optional<uint64_t>>(),
                                            t.size() > 16 ? t[16].cast<Orders>() : Orders{}),
                               Edits{t[8].cast<Changes>(), t[9].cast<Ramps>(),
-                                    t[10].cast<Appends>(), t[11].cast<Skips>()});
+                                    t[10].cast<Appends>(), t[11].cast<Skips>()},
+                              appended(t[14].cast<std::optional<uint64_t>>()));
             s.plan->load_state_dict(to_dict_value(t[7]));
             if (t.size() > 15 && !t[15].is_none()) {  // a spawned worker: the feed of its rank
               const auto [pid, fd] = t[15].cast<std::pair<int64_t, int>>();

@@ -170,6 +170,10 @@ bad "size = 4611686018427387904" indices --size 4611686018427387904 --world-size
 bad "world_size = 0" indices --size 10 --world-size 0 --rank 0
 bad "rank = 2" indices --size 10 --world-size 2 --rank 2
 bad "rank = 18446744073709551615" indices --size 10 --world-size 2 --rank 18446744073709551615
+bad "--append-eod = -1: a token id, an integer in [0, 9223372036854775807]" tokens plan \
+  --seq-len 4 --global-batch 1 --source missing:1 --append-eod -1
+bad "--append-eod = 18446744073709551616: a token id" tokens plan --seq-len 4 --global-batch 1 \
+  --source missing:1 --append-eod 18446744073709551616
 bad "--epoch = '-1'" indices "${ok[@]}" --epoch -1
 bad "--epoch = '1.5'" indices "${ok[@]}" --epoch 1.5
 bad "flag --epoch needs a value" indices "${ok[@]}" --epoch

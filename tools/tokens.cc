@@ -97,6 +97,7 @@ struct Run {
   std::vector<TokenEdit> edits;
   TokenRun opened;
   TokenPlanOptions options;
+  std::optional<EodToken> eod;  // --append-eod
 };
 
 // `what` names the flag and its value in messages, e.g. "--source a:x".
@@ -191,20 +192,26 @@ Run parse_run(Flags& flags) {
     run.options.orders[source] = order;
   }
   if (flags.has("--append-eod")) {
-    const uint64_t eod = flags.take_u64("--append-eod", 0);
-    if (eod > static_cast<uint64_t>(INT64_MAX)) {
-      throw UsageError("--append-eod " + std::to_string(eod) + ": a token id below 2^63");
+    try {
+      run.eod = parse_eod_token(flags.take_string("--append-eod", ""), true, "--append-eod");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
-    run.options.appended_eod = eod;
+    run.options.appended_eod = static_cast<uint64_t>(run.eod->id);
   }
   run.edits = parse_edits(flags);
   return run;
 }
 
 TokenPlan make_plan(Run& run) {
-  std::optional<int64_t> eod;
-  if (run.options.appended_eod) eod = static_cast<int64_t>(*run.options.appended_eod);
-  run.opened = open_token_run(run.prefixes, run.edits, eod);
+  try {
+    run.opened = open_token_run(run.prefixes, run.edits, run.eod);
+  } catch (const std::invalid_argument& e) {
+    if (run.eod && std::string_view(e.what()).rfind(run.eod->parameter + " = ", 0) == 0) {
+      throw UsageError(e.what());  // an id the sources' dtype cannot hold: the flag is wrong
+    }
+    throw;
+  }
   run.options.edits = run.opened.edits;
   return TokenPlan(run.opened.sources, run.options);
 }

@@ -191,15 +191,14 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             ramps=list(ramps), appends=[(st, so, _shards(p)) for st, so, p in appends],
             skips=list(skips), split=None if split is None else [float(f) for f in split],
             planner=planner, plan_ahead=plan_ahead, locality=_locality(locality, len(sources)))
-        if append_eod and (eod_token is None or eod_token < 0):
-            raise ValueError(f"append_eod=True needs eod_token, a token id >= 0 (eod_token = "
-                             f"{eod_token})")
+        if append_eod and eod_token is None:
+            raise ValueError("append_eod=True needs eod_token, the token id to append")
         self._plan = _core.TokenPlan(
             [_shards(p) for p, _ in sources], [float(w) for _, w in sources], seq_len,
             global_batch, seed, packing, window, changes=list(changes), ramps=list(ramps),
             appends=[(step, source, _shards(p)) for step, source, p in appends],
             skips=list(skips), split=[] if split is None else [float(f) for f in split],
-            subset=subset, append_eod=eod_token if append_eod else None,
+            subset=subset, eod_token=eod_token, append_eod=bool(append_eod),
             orders=[(0, 1) if o is None else o for o in self._args["locality"] or ()])
         self.subset, self.single_pass = subset, subset != "train"
         if steps is not None and (not self.single_pass or steps <= 0):
@@ -225,6 +224,16 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
     def step(self) -> int:
         """The next step to read."""
         return int(self._plan.step)
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences a step, every rank's together."""
+        return int(self._args["global_batch"])
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens a row's input (its labels one token on)."""
+        return int(self._args["seq_len"])
 
     def _batches(self, plan: Any, worker: int, workers: int,
                  in_worker: bool = False) -> Iterator[Dict[str, Any]]:

@@ -17,8 +17,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -37,15 +39,19 @@ constexpr uint64_t kDtypeOffset = 17;
 constexpr uint64_t kCountsOffset = 18;  // sequence_count, then document_count at 26
 constexpr uint64_t kHeaderBytes = 34;
 
-// Megatron's DType enum: code, numpy's name, itemsize.
+// Megatron's DType enum: code, numpy's name, itemsize, the largest token id it holds exactly
+// (floats: the last integer of their significand's range).
 struct TokenType {
   uint8_t code;
   const char* name;
   uint64_t bytes;
+  int64_t max;
 };
-constexpr TokenType kTokenTypes[] = {{1, "uint8", 1}, {2, "int8", 1},    {3, "int16", 2},
-                                     {4, "int32", 4}, {5, "int64", 8},   {6, "float64", 8},
-                                     {7, "float32", 4}, {8, "uint16", 2}};
+constexpr TokenType kTokenTypes[] = {
+    {1, "uint8", 1, 255},          {2, "int8", 1, 127},
+    {3, "int16", 2, 32767},        {4, "int32", 4, 2147483647},
+    {5, "int64", 8, std::numeric_limits<int64_t>::max()},    {6, "float64", 8, int64_t{1} << 53},
+    {7, "float32", 4, int64_t{1} << 24}, {8, "uint16", 2, 65535}};
 
 const TokenType* token_type(uint8_t code) {
   for (const TokenType& t : kTokenTypes) {
@@ -318,6 +324,8 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
 }
 
 std::string_view IndexedDataset::dtype_name() const { return token_type(dtype_code_)->name; }
+
+int64_t IndexedDataset::max_token() const { return token_type(dtype_code_)->max; }
 
 
 int32_t IndexedDataset::length_at(uint64_t document) const {

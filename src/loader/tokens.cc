@@ -194,8 +194,41 @@ TokenEdit parse_token_edit(const std::string& flag, const std::string& value) {
   return e;
 }
 
+EodToken parse_eod_token(std::string_view text, bool appended, std::string parameter) {
+  EodToken out;
+  out.appended = appended;
+  out.parameter = std::move(parameter);
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, out.id);
+  if (text.empty() || ec != std::errc() || ptr != end || out.id < 0) {
+    throw std::invalid_argument(out.parameter + " = " + std::string(text) +
+                                ": a token id, an integer in [0, 9223372036854775807]");
+  }
+  return out;
+}
+
+namespace {
+
+// Throws open_token_run's error when a reader's dtype cannot hold `eod`'s id.
+void check_eod_fits(const EodToken& eod,
+                    const std::vector<std::shared_ptr<const IndexedLengths>>& readers) {
+  for (size_t s = 0; s < readers.size(); ++s) {
+    const IndexedSource& source = readers[s]->source();
+    if (eod.id > source.max_token()) {
+      throw std::invalid_argument(
+          eod.parameter + " = " + std::to_string(eod.id) + ": sources[" + std::to_string(s) +
+          "] holds " + std::string(source.dtype_name()) + " tokens; allowed: 0 to " +
+          std::to_string(source.max_token()));
+    }
+  }
+}
+
+}  // namespace
+
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
-                        std::vector<TokenEdit> edits, std::optional<int64_t> eod) {
+                        std::vector<TokenEdit> edits, const std::optional<EodToken>& eod_token) {
+  std::optional<int64_t> eod;  // the id the readers append
+  if (eod_token && eod_token->appended) eod = eod_token->id;
   TokenRun run;
   const std::vector<std::shared_ptr<const IndexedLengths>> opened = open_token_sources(prefixes, eod);
   for (const auto& source : opened) run.sources.push_back(source);
@@ -231,6 +264,7 @@ TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
     if (s >= prefixes.size() || shards[s] != prefixes[s]) grown.push_back(s);
   }
   open_sources(shards, grown, eod, run.readers);
+  if (eod_token) check_eod_fits(*eod_token, run.readers);
   run.shards = std::move(shards);
   return run;
 }

@@ -143,6 +143,42 @@ TEST(TokensTest, SegmentsJoinSpansThatContinueEachOther) {
       std::invalid_argument);
 }
 
+// The EOD id's one check (TokenStream's eod_token and the CLI's --append-eod both call it): an
+// integer in [0, 2^63 - 1], then within every source's dtype, appended sources included.
+TEST(TokensTest, AnEodTokenIsAnIdEverySourceCanHold) {
+  EXPECT_EQ(parse_eod_token("0", true, "eod_token").id, 0);
+  EXPECT_EQ(parse_eod_token("9223372036854775807", false, "x").id, INT64_MAX);
+  for (const char* bad : {"-1", "9223372036854775808", "18446744073709551616", "", "1.5", " 1",
+                          "0x10", "True"}) {
+    try {
+      parse_eod_token(bad, true, "--append-eod");
+      ADD_FAILURE() << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("--append-eod = ") + bad +
+                                           ": a token id, an integer in [0, 9223372036854775807]");
+    }
+  }
+  testing_util::TempDir dir;
+  const std::string a = write_source(dir, "a", 0, {3, 0, 2});
+  const std::string b = write_source(dir, "b", 1, {4});
+  for (const bool appended : {true, false}) {
+    EXPECT_NO_THROW(open_token_run({{a}}, {}, parse_eod_token("65535", appended, "eod_token")));
+    try {  // the second source is appended by an edit: its dtype is checked too
+      TokenEdit add;
+      add.edit.kind = MixEdit::Kind::kAppend;
+      add.edit.label = "appends[0]";
+      add.edit.step = 2;
+      add.edit.source = 1;
+      add.append = {b};
+      open_token_run({{a}}, {add}, parse_eod_token("65536", appended, "eod_token"));
+      ADD_FAILURE() << "65536 in uint16 sources";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "eod_token = 65536: sources[0] holds uint16 tokens; allowed: 0 to 65535");
+    }
+  }
+}
+
 TEST(TokensTest, ASequenceTooLongOrOfAMissingSourceIsRefused) {
   testing_util::TempDir dir;
   const auto sources = open_token_sources({{write_source(dir, "a", 0, {50})}});

@@ -209,6 +209,27 @@ def test_an_appended_eod_reads_as_files_that_hold_it(without_eod, cli, packing):
         TokenStream(bare, seq_len=L, global_batch=B, append_eod=True, rank=0, world_size=1)
 
 
+@pytest.mark.parametrize("eod, allowed", [
+    (-1, "a token id, an integer in [0, 9223372036854775807]"),
+    (2**63, "a token id, an integer in [0, 9223372036854775807]"),
+    (2**64, "a token id, an integer in [0, 9223372036854775807]"),
+    (70000, "sources[0] holds uint16 tokens; allowed: 0 to 65535"),
+    (2**63 - 1, "sources[0] holds uint16 tokens; allowed: 0 to 65535")])
+def test_a_bad_eod_token_is_one_error_on_both_edges(without_eod, cli, eod, allowed):
+    """One C++ check of the EOD id (loader/tokens.h's parse_eod_token, open_token_run): the same
+    error from TokenStream, appended or masked only, and from the CLI's --append-eod."""
+    _, bare = without_eod
+    for append in (True, False):
+        with pytest.raises(ValueError) as e:
+            TokenStream(bare, seq_len=L, global_batch=B, eod_token=eod, append_eod=append,
+                        eod_mask_loss=True, rank=0, world_size=1)
+        assert str(e.value) == f"eod_token = {eod}: {allowed}"
+    r = cli("tokens", "plan", "--seq-len", L, "--global-batch", B, "--source", f"{bare[0][0]}:1",
+            "--append-eod", eod, check=False)
+    assert r.returncode == 2
+    assert r.stderr == f"distsampler tokens: --append-eod = {eod}: {allowed}\n"
+
+
 def test_bad_batch_options_are_refused_naming_them(corpus):
     with pytest.raises(ValueError, match="positions = 'token'.*segment, document"):
         TokenStream(corpus, seq_len=L, global_batch=B, positions="token", rank=0, world_size=1)

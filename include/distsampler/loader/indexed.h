@@ -87,6 +87,7 @@ class IndexedDataset {
   std::optional<std::pair<std::string, uint64_t>> block_of(uint64_t document) const;
   int token_bytes() const { return static_cast<int>(token_bytes_); }
   std::string_view dtype_name() const;  // "uint16", "int32", ... (numpy's names)
+  int64_t max_token() const;  // the largest token id the dtype holds exactly (uint16: 65535)
 
   // Tokens [begin, end) of `document`, converted to int64, written to out[0, end - begin).
   // Throws std::out_of_range naming document, begin and end and the allowed range when document
@@ -156,6 +157,7 @@ class IndexedSource {
   uint64_t total_tokens() const { return total_tokens_; }
   int token_bytes() const { return shards_.front().token_bytes(); }
   std::string_view dtype_name() const { return shards_.front().dtype_name(); }
+  int64_t max_token() const { return shards_.front().max_token(); }
   void read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const;
   uint64_t check_read(uint64_t document, uint64_t begin, uint64_t end) const;
 

@@ -51,6 +51,21 @@ std::vector<std::shared_ptr<const IndexedLengths>> open_token_sources(
     const std::vector<std::vector<std::string>>& prefixes,
     std::optional<int64_t> eod = std::nullopt);
 
+// The end-of-document token of a run: its id; whether the reader appends it after each non-empty
+// document (files written without Megatron's --append-eod) or the files end documents with it
+// already; and the parameter the user named it with (TokenStream's eod_token, the CLI's
+// --append-eod), for errors.
+struct EodToken {
+  int64_t id = 0;
+  bool appended = false;
+  std::string parameter = "eod_token";
+};
+// `text`, the id as the user wrote it (a decimal integer), as a run's EOD token: the one check of
+// the id that every edge makes. Throws std::invalid_argument naming `parameter`, the text and
+// the range allowed, [0, 2^63 - 1], for anything else (negative, 2^63 or more, not an integer);
+// open_token_run checks it against the sources' dtypes.
+EodToken parse_eod_token(std::string_view text, bool appended, std::string parameter);
+
 // An edit of a run over indexed sources: an append edit's documents are the shards `append`.
 struct TokenEdit {
   MixEdit edit;
@@ -80,9 +95,13 @@ struct TokenRun {
   // them: by step, stably), as `readers` opens them; new sources last.
   std::vector<std::vector<std::string>> shards;
 };
-// Throws what open_token_sources throws, naming the edit by its label for an append's shards.
+// Throws what open_token_sources throws, naming the edit by its label for an append's shards;
+// std::invalid_argument naming eod->parameter, the id, the first source whose dtype cannot hold it
+// (appended sources included) and that dtype's range, for an EOD token the files cannot hold
+// (an appended one would be written into rows as another id, a masked one never found).
 TokenRun open_token_run(const std::vector<std::vector<std::string>>& prefixes,
-                        std::vector<TokenEdit> edits, std::optional<int64_t> eod = std::nullopt);
+                        std::vector<TokenEdit> edits,
+                        const std::optional<EodToken>& eod = std::nullopt);
 
 // A row's segments: its runs of consecutive tokens of one document (one planned span, or several
 // that continue each other). Where the mix interleaves sources, a segment may end inside its
