@@ -133,6 +133,7 @@ struct UseScout {
 struct RowsAhead {
   struct Rows {
     bool ok = false;  // false: read the step as if nothing was read ahead
+    std::exception_ptr error;  // what reading them threw: the loop's error, raised there
     std::vector<PlannedSequence> mine;
     TokenPlanState after;
     TokenRows rows;
@@ -304,8 +305,8 @@ void read_ahead(TokenStreamCore& self, uint64_t step, uint64_t world_size, uint6
           out.rows = read_token_rows(sources, out.mine, width, pad, positions);
           out.after = std::move(got.after);
           out.ok = true;
-        } catch (const std::exception&) {
-          out.ok = false;  // read again by read_step, which raises what it finds
+        } catch (...) {
+          out.error = std::current_exception();
         }
         return out;
       });
@@ -363,6 +364,9 @@ py::tuple read_step(TokenStreamCore& self, uint64_t world_size, uint64_t rank, i
       got = self.ahead->rows.get();
     }
     self.ahead.reset();
+    // Not read again: a read retries within its own window (s3.h), and a second try here would
+    // hide a failure that recurs on every step (each step then waiting out the window).
+    if (got.error) std::rethrow_exception(got.error);
     if (got.ok) {
       self.fed->advance(got.after);
       mine = std::move(got.mine);

@@ -7,8 +7,11 @@
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +53,7 @@ struct Curl {
   decltype(&curl_easy_perform) perform = nullptr;
   decltype(&curl_easy_getinfo) getinfo = nullptr;
   decltype(&curl_easy_reset) reset = nullptr;
+  decltype(&curl_easy_cleanup) cleanup = nullptr;
   decltype(&curl_easy_strerror) strerror = nullptr;
   decltype(&curl_slist_append) slist_append = nullptr;
   decltype(&curl_slist_free_all) slist_free_all = nullptr;
@@ -84,6 +88,7 @@ const Curl& curl() {
       take(library, "curl_easy_perform", &loaded.perform);
       take(library, "curl_easy_getinfo", &loaded.getinfo);
       take(library, "curl_easy_reset", &loaded.reset);
+      take(library, "curl_easy_cleanup", &loaded.cleanup);
       take(library, "curl_easy_strerror", &loaded.strerror);
       take(library, "curl_slist_append", &loaded.slist_append);
       take(library, "curl_slist_free_all", &loaded.slist_free_all);
@@ -184,9 +189,23 @@ const Settings& settings() {
         ini_section(config_file, profile == "default" ? "default" : "profile " + profile);
     auto config = config_section;
     const auto credentials = ini_section(credentials_file, profile);
+    std::string endpoint_from = "AWS_ENDPOINT_URL_S3";
     s.endpoint = env("AWS_ENDPOINT_URL_S3");
-    if (s.endpoint.empty()) s.endpoint = env("AWS_ENDPOINT_URL");
-    if (s.endpoint.empty()) s.endpoint = config["endpoint_url"];
+    if (s.endpoint.empty()) {
+      endpoint_from = "AWS_ENDPOINT_URL";
+      s.endpoint = env("AWS_ENDPOINT_URL");
+    }
+    if (s.endpoint.empty()) {
+      endpoint_from = "endpoint_url in " + config_file;
+      s.endpoint = config["endpoint_url"];
+    }
+    std::string scheme = s.endpoint.substr(0, s.endpoint.find("://") + 1);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!s.endpoint.empty() && scheme != "http:" && scheme != "https:") {
+      throw std::invalid_argument(endpoint_from + " = '" + s.endpoint +
+                                  "'; allowed: an http:// or https:// URL");
+    }
     s.region = env("AWS_REGION");
     if (s.region.empty()) s.region = env("AWS_DEFAULT_REGION");
     if (s.region.empty()) s.region = config["region"];
@@ -225,11 +244,15 @@ const Settings& settings() {
   return s;
 }
 
-// A thread's easy handle, made again after a fork.
+// A thread's easy handle, made again after a fork; closed (and its connection with it) when the
+// thread ends, else every short-lived thread that made a request would leave a socket behind.
 CURL* handle() {
   struct Held {
     CURL* easy = nullptr;
     pid_t pid = 0;
+    ~Held() {
+      if (easy != nullptr && pid == ::getpid()) curl().cleanup(easy);
+    }
   };
   thread_local Held held;
   const pid_t pid = ::getpid();
@@ -364,6 +387,31 @@ std::string status_text(long status, const std::string& body) {
   return text;
 }
 
+// Throws when a failed transfer failed for want of a descriptor (the process's RLIMIT_NOFILE, or
+// the system's table): a connection refused for that is no server's fault, and retrying it
+// until the retry window ends would only slow every read down.
+void out_of_descriptors(const Curl& c, CURL* easy, const S3Object& object,
+                        const std::string& endpoint) {
+  long os_errno = 0;
+  c.getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+  int error = static_cast<int>(os_errno);
+  if (error != EMFILE && error != ENFILE) {  // libcurl may not say: try for one ourselves
+    const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    error = probe < 0 ? errno : 0;
+    if (probe >= 0) ::close(probe);
+  }
+  if (error != EMFILE && error != ENFILE) return;
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  throw std::runtime_error(
+      object.url() + " at " + endpoint + ": no descriptor for a connection (" +
+      std::strerror(error) + "): this process's RLIMIT_NOFILE is " +
+      (limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                       : std::to_string(limit.rlim_cur)) +
+      (error == ENFILE ? " and the system's file table is full"
+                       : "; raise it (ulimit -n) or hold fewer files open"));
+}
+
 enum class Method { kHead, kGet };
 
 // One request, tried again while it fails in a way worth retrying. Returns the last response;
@@ -432,6 +480,7 @@ Response request(Method method, const S3Object& object, const std::string& range
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool transport_failed =
         code != CURLE_OK && !(code == CURLE_WRITE_ERROR && response.overflow);
+    if (transport_failed) out_of_descriptors(c, easy, object, s.endpoint);
     const bool again = transport_failed ? retryable(code) : retryable(response.status);
     if (again && elapsed + pause <= s.retry_seconds) {
       std::this_thread::sleep_for(std::chrono::duration<double>(pause));
