@@ -1,10 +1,13 @@
 """A tiny Llama (a config, no weights downloaded) pretrained by Hugging Face's Trainer on a token
 stream (distsampler.hf.TokenStreamTrainer), under torchrun (gloo, CPU); --resume continues from the
-Trainer's last checkpoint on whatever number of ranks torchrun starts.
+Trainer's last complete checkpoint on whatever number of ranks torchrun starts, --resume-from
+DIR from a checkpoint folder wherever it lies (one copied from another machine).
 
 Each rank appends "step sequence sha256" lines to OUT/tokens.a<attempt>.rank<rank>.tsv as the
 Trainer takes each batch (the hash of the row's input_ids, shift_labels and position_ids);
---kill-rank/--kill-step make that rank SIGKILL itself on taking that step's first batch.
+--kill-rank/--kill-step make that rank SIGKILL itself on taking that step's first batch;
+--kill-in-save STEP makes rank 0 SIGKILL itself inside the save of step STEP's checkpoint (its
+model and optimizer written, the Trainer's state not).
 --no-stream-state is the broken variant the check must catch: the stream's state left out of the
 Trainer's checkpoints, so that the Trainer's own resume (model, optimizer, scheduler and step
 restored; the data not fast-forwarded, as ignore_data_skip=True says) takes over.
@@ -20,7 +23,6 @@ import signal
 import torch
 import torch.distributed as dist
 from transformers import LlamaConfig, LlamaForCausalLM, TrainingArguments
-from transformers.trainer_utils import get_last_checkpoint
 
 from distsampler.hf import TokenStreamTrainer, trainer_batch
 from distsampler.tokens import TokenStream
@@ -39,6 +41,9 @@ def main():
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-step", type=int, default=-1)
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--resume-from", help="a checkpoint folder to resume from, wherever it lies")
+    p.add_argument("--kill-in-save", type=int, default=-1,
+                   help="rank 0 SIGKILLs itself inside the save of this step's checkpoint")
     p.add_argument("--no-stream-state", action="store_true")
     a = p.parse_args()
     dist.init_process_group("gloo")
@@ -75,11 +80,19 @@ def main():
         ledger.flush()
 
     trainer = TokenStreamTrainer(model=model, args=args, train_stream=stream, batch_log=log)
+    if a.kill_in_save >= 0 and rank == 0:  # after the model and optimizer, before trainer_state
+        save_rng = trainer._save_rng_state
+
+        def killed_in_save(output_dir):
+            if trainer.state.global_step == a.kill_in_save:
+                os.kill(os.getpid(), signal.SIGKILL)
+            save_rng(output_dir)
+        trainer._save_rng_state = killed_in_save
     if a.no_stream_state:  # broken on purpose: the Trainer's own resume takes the stream over
         from distsampler import hf
-        trainer.remove_callback(hf._StreamState)
-    resume = get_last_checkpoint(a.out) if a.resume else None
-    trainer.train(resume_from_checkpoint=resume)
+        trainer.remove_callback(hf._StreamState)  # the same checkpoint, its stream state unread
+        trainer._resume_from = lambda c: hf.complete_checkpoints(a.out)[-1] if c is True else c
+    trainer.train(resume_from_checkpoint=a.resume_from or a.resume)
     if rank == 0:
         with open(os.path.join(a.out, f"done-{a.attempt}.json"), "w") as f:
             json.dump({"global_step": trainer.state.global_step,

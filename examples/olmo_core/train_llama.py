@@ -6,7 +6,9 @@ whatever number of ranks torchrun starts.
 
 Each rank appends "step sequence sha256" lines to OUT/tokens.a<attempt>.rank<rank>.tsv as the
 Trainer takes each batch (the hash of the row's input_ids and labels); --kill-rank/--kill-step
-make that rank SIGKILL itself on taking that step's batch. --no-stream-state is the broken
+make that rank SIGKILL itself on taking that step's batch; --kill-in-save STEP makes rank 0
+SIGKILL itself inside the save of step STEP's checkpoint (written to stepSTEP-tmp, not yet renamed
+stepSTEP). --no-stream-state is the broken
 variant the check must catch: the stream's state left out of the Trainer's checkpoints, so that
 the Trainer's own resume (model, optimizer, global step, batches_processed) takes over. Rank 0
 appends "step learning-rate" lines to OUT/lr.a<attempt>.tsv after each step and writes
@@ -25,6 +27,7 @@ from olmo_core.optim import AdamWConfig, CosWithWarmup
 from olmo_core.train import (Duration, LoadStrategy, TrainerConfig,
                              prepare_training_environment, teardown_training_environment)
 from olmo_core.train.callbacks import Callback, CheckpointerCallback
+from olmo_core.train.checkpoint import Checkpointer
 from olmo_core.train.train_module import (TransformerDataParallelConfig,
                                           TransformerTrainModuleConfig)
 
@@ -57,6 +60,8 @@ def main():
     p.add_argument("--attempt", type=int, default=0)
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-step", type=int, default=-1)
+    p.add_argument("--kill-in-save", type=int, default=-1,
+                   help="rank 0 SIGKILLs itself inside the save of this step's checkpoint")
     p.add_argument("--no-stream-state", action="store_true")
     a = p.parse_args()
     prepare_training_environment(seed=0, backend="gloo")
@@ -79,6 +84,14 @@ def main():
             ledger.write(f"{batch['step']} {k} {digest}\n")
         ledger.flush()
 
+    if a.kill_in_save >= 0 and rank == 0:  # every file written to stepN-tmp, not yet renamed
+        teardown = Checkpointer._teardown_tmp_dir
+
+        def killed_in_save(self, dir, tmp_dir):
+            if os.path.basename(str(dir).rstrip("/")) == f"step{a.kill_in_save}":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return teardown(self, dir, tmp_dir)
+        Checkpointer._teardown_tmp_dir = killed_in_save
     if a.no_stream_state:  # broken on purpose: the Trainer's checkpoints without the stream
         TokenStreamDataLoader.state_dict = lambda self: {"batches_processed": 0}
         TokenStreamDataLoader.load_state_dict = lambda self, state: None

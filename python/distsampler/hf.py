@@ -11,16 +11,21 @@ every document start), and ``shift_labels`` (the next tokens, -100 where the str
 """
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional
+import re
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 import torch
 from transformers import Trainer, TrainerCallback
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .tokens import TokenStream
 
-__all__ = ["TokenStreamTrainer", "STATE_NAME", "trainer_batch"]
+__all__ = ["TokenStreamTrainer", "STATE_NAME", "complete_checkpoints", "trainer_batch"]
 
 STATE_NAME = "distsampler_stream.json"
+_CHECKPOINT = re.compile(re.escape(PREFIX_CHECKPOINT_DIR) + r"-(\d+)")
 
 
 def trainer_batch(batch: Dict[str, Any]) -> Dict[str, Any]:
@@ -54,32 +59,31 @@ class _Batches:
 
 
 class _StreamState(TrainerCallback):  # type: ignore[misc]
+    """The check that the stream and the Trainer resumed to the same step."""
+
     def __init__(self, stream: TokenStream) -> None:
         self.stream = stream
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.global_step == 0:
-            return
-        path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}", STATE_NAME)
-        if not os.path.exists(path):
-            raise ValueError(f"resume from step {state.global_step}: {path} is missing; the "
-                             "checkpoint was not written by TokenStreamTrainer, and the Trainer "
-                             "would fast-forward the stream instead")
-        with open(path) as f:
-            self.stream.load_state_dict(json.load(f))
-        if self.stream.step != state.global_step:
-            raise ValueError(f"{path}: the stream stands at step {self.stream.step} but the "
-                             f"Trainer at step {state.global_step}")
+        if state.global_step != 0 and state.global_step != self.stream.step:
+            raise ValueError(f"resume: the stream stands at step {self.stream.step} but the "
+                             f"Trainer at step {state.global_step}; resume with "
+                             "TokenStreamTrainer.train(resume_from_checkpoint=...), which "
+                             "restores both from the checkpoint")
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not state.is_world_process_zero:
-            return
-        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, STATE_NAME + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.stream.state_dict(), f)
-        os.replace(tmp, os.path.join(folder, STATE_NAME))
+
+def complete_checkpoints(output_dir: str) -> List[str]:
+    """The Trainer's checkpoints in ``output_dir`` that a resume can take, oldest first: those
+    holding the stream's state and the Trainer's ``trainer_state.json``, which the Trainer writes
+    last (a save killed before it leaves a checkpoint that is not listed here)."""
+    found = []
+    for name in os.listdir(output_dir) if os.path.isdir(output_dir) else ():
+        m = _CHECKPOINT.fullmatch(name)
+        folder = os.path.join(output_dir, name)
+        if m and all(os.path.isfile(os.path.join(folder, f)) for f in (STATE_NAME,
+                                                                        TRAINER_STATE_NAME)):
+            found.append((int(m.group(1)), folder))
+    return [folder for _, folder in sorted(found)]
 
 
 class TokenStreamTrainer(Trainer):  # type: ignore[misc]
@@ -90,6 +94,8 @@ class TokenStreamTrainer(Trainer):  # type: ignore[misc]
     equal to the stream's ``global_batch``, ``per_device_train_batch_size`` its ``micro_batch``.
     Sets ``ignore_data_skip=True``: the stream's state replaces the Trainer's fast-forward.
     ``batch_log`` (a callable) sees each of this rank's stream batches as the Trainer takes it.
+    Each checkpoint holds the stream's state (``STATE_NAME``), written before the Trainer's
+    files; :meth:`train` restores it from the checkpoint it resumes from.
     """
 
     def __init__(self, *args: Any, train_stream: TokenStream,
@@ -106,25 +112,72 @@ class TokenStreamTrainer(Trainer):  # type: ignore[misc]
                              f"{train_stream.world_size}, the Trainer {world}")
         if a.per_device_train_batch_size != train_stream.micro_batch or (
                 a.per_device_train_batch_size * a.gradient_accumulation_steps * world
-                != train_stream._args["global_batch"]):
+                != train_stream.global_batch):
             raise ValueError(
                 f"TokenStreamTrainer: per_device_train_batch_size = "
                 f"{a.per_device_train_batch_size}, gradient_accumulation_steps = "
                 f"{a.gradient_accumulation_steps} on {world} ranks; the stream's micro_batch is "
                 f"{train_stream.micro_batch} and its global_batch "
-                f"{train_stream._args['global_batch']} = micro_batch x accumulation x world size")
+                f"{train_stream.global_batch} = micro_batch x accumulation x world size")
         a.ignore_data_skip = True
         self.train_stream, self.batch_log = train_stream, batch_log
         self.add_callback(_StreamState(train_stream))
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        # The stream's state first, atomically (temp + rename), so that every checkpoint holding
+        # the Trainer's state (written last) holds it too: a save killed before that is not
+        # taken by train(resume_from_checkpoint=True) (complete_checkpoints).
+        if self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial),
+                                  f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            os.makedirs(folder, exist_ok=True)
+            tmp = os.path.join(folder, STATE_NAME + ".tmp")
+            with open(tmp, "w") as f:
+                json.dump(self.train_stream.state_dict(), f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, os.path.join(folder, STATE_NAME))
+        super()._save_checkpoint(model, trial)
+
+    def _resume_from(self, checkpoint: Union[str, bool, None]) -> Optional[str]:
+        """The checkpoint a resume loads (True: the newest complete one in output_dir), its
+        stream state loaded."""
+        if checkpoint is None or checkpoint is False:
+            return None
+        if checkpoint is True:
+            out = self.args.output_dir
+            complete = complete_checkpoints(out)
+            if not complete:
+                raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {out} holds "
+                                 f"both {STATE_NAME} and {TRAINER_STATE_NAME}")
+            newest = max((int(m.group(1)) for m in map(_CHECKPOINT.fullmatch, os.listdir(out))
+                          if m), default=-1)
+            checkpoint = complete[-1]
+            if newest > int(_CHECKPOINT.fullmatch(os.path.basename(checkpoint)).group(1)):
+                warnings.warn(f"resume: {PREFIX_CHECKPOINT_DIR}-{newest} in {out} is incomplete "
+                              f"(a save interrupted); resuming from {checkpoint}")
+        path = os.path.join(checkpoint, STATE_NAME)
+        if not os.path.isfile(path):
+            raise ValueError(f"resume from {checkpoint}: {path} is missing; the checkpoint was "
+                             "not written by TokenStreamTrainer (or its save was interrupted), "
+                             "and the Trainer would fast-forward the stream instead")
+        with open(path) as f:
+            self.train_stream.load_state_dict(json.load(f))
+        return checkpoint
 
     def get_train_dataloader(self) -> Any:
         self._batches = _Batches(self.train_stream, self.args.dataloader_num_workers,
                                  self.batch_log)
         return self._batches
 
-    def train(self, *args: Any, **kwargs: Any) -> Any:
+    def train(self, resume_from_checkpoint: Union[str, bool, None] = None, *args: Any,
+              **kwargs: Any) -> Any:
+        """The Trainer's train(); ``resume_from_checkpoint`` a checkpoint folder (anywhere: a copy
+        moved from another machine too) or True (the newest complete checkpoint in output_dir),
+        whose stream state is restored with the Trainer's."""
+        checkpoint = self._resume_from(resume_from_checkpoint)
         try:
-            return super().train(*args, **kwargs)
+            return super().train(checkpoint, *args, **kwargs)
         finally:
             if getattr(self, "_batches", None) is not None:
                 self._batches.close()

@@ -7,6 +7,7 @@ LitGPT's pretraining loop takes each micro-batch as one LongTensor of rows of ``
 tokens (inputs ``[:, :-1]``, targets ``[:, 1:]``) and has no loss mask, so the stream's rows are
 given whole and the options that need a mask or padding are refused.
 """
+import gc
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -37,18 +38,54 @@ class StreamLoader(DataLoader):  # type: ignore[type-arg]
                  batch_log: Optional[Callable[[Dict[str, Any]], None]] = None) -> None:
         super().__init__(stream, batch_size=None, num_workers=num_workers)
         self.stream, self.accumulation, self.batch_log = stream, accumulation, batch_log
+        self._taken = 0  # micro-batches of the current iteration handed out
+        self._step_start: Optional[Dict[str, Any]] = None  # the stream at their step's start
 
     def __iter__(self) -> Iterator[torch.Tensor]:  # type: ignore[override]
-        for batch in self.stream.loader(num_workers=self.num_workers):
+        stream = self.stream
+        if stream.single_pass:  # validation: each pass from its start, no position kept
+            for batch in stream.loader(num_workers=self.num_workers):
+                yield torch.cat([batch["tokens"], batch["labels"][:, -1:]], dim=1)
+            return
+        per_step = stream.global_batch // (stream.world_size * stream.micro_batch)
+        batches, self._taken = stream.loader(num_workers=self.num_workers), 0
+        while True:
+            if self._taken % per_step == 0:
+                self._step_start = stream.state_dict()  # the position before this step
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            self._taken += 1
             if self.batch_log is not None:
                 self.batch_log(batch)
-            yield torch.cat([batch["tokens"], batch["labels"][:, -1:]], dim=1)
+            try:
+                yield torch.cat([batch["tokens"], batch["labels"][:, -1:]], dim=1)
+            except GeneratorExit:
+                # LitGPT's loop pulls one more micro-batch before its `iter_num >= max_iters`
+                # break, then drops the iterator and saves final/: the batch in hand was never
+                # trained, nor the rest of its step, so the stream goes back to that step's start.
+                batches.close()
+                stream.load_state_dict(self._step_start)
+                self._taken = 0
+                raise
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"stream": self.stream.state_dict(),
+        """The stream at the steps LitGPT trained. LitGPT saves only between optimizer steps, but
+        the final save follows one more micro-batch pulled and dropped with its iterator (which
+        a traceback jsonargparse keeps may hold in a reference cycle: collected here first, so
+        that it gives the batch back); a save inside a step is that step's start."""
+        gc.collect()
+        per_step = self.stream.global_batch // (self.stream.world_size * self.stream.micro_batch)
+        inside = self._taken % per_step != 0
+        return {"stream": self._step_start if inside else self.stream.state_dict(),
                 "gradient_accumulation_iters": self.accumulation}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        if "stream" not in state_dict:
+            raise ValueError("StreamLoader: the checkpoint's train_dataloader state has no "
+                             f"'stream' (written by another data loader: {sorted(state_dict)}); "
+                             "it would restart the stream")
         saved = state_dict.get("gradient_accumulation_iters")
         if saved != self.accumulation:
             raise ValueError(
@@ -58,6 +95,7 @@ class StreamLoader(DataLoader):  # type: ignore[type-arg]
                 "and accumulation continue only with the same accumulation: scale "
                 "micro_batch_size with the number of devices")
         self.stream.load_state_dict(state_dict["stream"])
+        self._taken = 0
 
 
 @dataclass

@@ -40,7 +40,7 @@ class TokenStreamDataLoader(TextDataLoaderBase):  # type: ignore[misc]
         if stream.single_pass:
             raise ValueError(f"TokenStreamDataLoader: an evaluation stream (subset "
                              f"'{stream.subset}'); the Trainer trains on subset 'train'")
-        global_batch, seq_len = stream._args["global_batch"], stream._args["seq_len"]
+        global_batch, seq_len = stream.global_batch, stream.seq_len
         if stream.micro_batch * stream.world_size != global_batch:
             raise ValueError(
                 f"TokenStreamDataLoader: the stream's micro_batch is {stream.micro_batch}, not "

@@ -13,13 +13,18 @@ over the corpus of docs/tokens_run.md, on the CPU:
 
 - uninterrupted: W=1 for --steps S steps;
 - resumed: W=2 (litgpt: 1), a random rank SIGKILLed at a random step past a checkpoint; resumed by
-  the framework's own resume from its last checkpoint on W=3 (litgpt: 1), killed the same way
-  later; resumed on W=1 to step S.
+  the framework's own resume from its last checkpoint on W=3 (litgpt: 1), rank 0 SIGKILLed inside
+  the save of a later checkpoint (the example's --kill-in-save; the save must be left unfinished,
+  and not taken by the resume); resumed on W=1 to step S;
+- both runs extended to step S + 4 from their final checkpoint by the framework's own resume, on
+  W=2 (litgpt: 1; hf: from the checkpoint moved out of output_dir, --resume-from). LitGPT runs
+  with gradient accumulation 2.
 
 The check is tokens_kill_resume.py's ledger (its functions, imported): every global sequence of
 [0, S x B) trained exactly once, in its step, with the uninterrupted run's bytes, each launch's
-ranks training the steps from their checkpoint's on, in order. Then the framework's own counters:
-the last launch ends at global step S (litgpt: the final checkpoint's iter_num and step_count),
+ranks training the steps from their checkpoint's on, in order; again to step S + 4 with the
+extensions. Then the framework's own counters: the last launch ends at global step S (litgpt: the
+final checkpoint's step_count, its iter_num twice that and its stream at that step),
 and the learning rate of every step (the Trainer's log history, checkpoints' included; OLMo-core's
 scheduler's, recorded after each step; LitGPT's CSV logs, every launch's) is the uninterrupted
 run's (a resume that restarted the schedule or repeated steps would not). Then the broken variant
@@ -71,16 +76,44 @@ class Torchrun:
     def preflight(self):
         pass
 
-    def launch(self, out, world, attempt, resume=False, kill=None, broken=False):
-        argv = ["--data", os.path.join(self.work, "corpus"), "--steps", str(self.steps),
+    def launch(self, out, world, attempt, resume=False, kill=None, broken=False, steps=None,
+               extra=(), kill_in_save=None):
+        argv = ["--data", os.path.join(self.work, "corpus"), "--steps", str(steps or self.steps),
                 "--save-steps", str(CHECKPOINT_EVERY), "--global-batch", str(GLOBAL_BATCH),
-                "--attempt", str(attempt)] + (self.resume if resume else [])
+                "--attempt", str(attempt)] + (self.resume if resume else []) + list(extra)
         if kill:
             argv += ["--kill-rank", str(kill[0]), "--kill-step", str(kill[1])]
+        if kill_in_save is not None:
+            argv += ["--kill-in-save", str(kill_in_save)]
         if broken:
             argv.append("--no-stream-state")
         return torchrun(self.package_dir, world, argv, os.path.join(self.work, out),
                         timeout=300, script=self.script)
+
+    def kill_in_save(self, out, world, attempt, start, window):
+        """A launch whose rank 0 is killed inside the save of the first checkpoint of `window`
+        past this launch's first (--kill-in-save), or None where the framework's example has no
+        such kill: (the CompletedProcess, what happened). The save must be left unfinished
+        (interrupted()), and the harness's last_checkpoint, as the framework's resume, must not
+        take it."""
+        if self.interrupted is None:
+            return None
+        step = max(start + 2 * CHECKPOINT_EVERY, (window[0] + CHECKPOINT_EVERY - 1)
+                   // CHECKPOINT_EVERY * CHECKPOINT_EVERY)
+        r = self.launch(out, world, attempt, resume=True, kill_in_save=step)
+        folder = os.path.join(self.work, out)
+        assert self.interrupted(folder, step), (
+            f"the save of step {step} was not interrupted: {sorted(os.listdir(folder))}\n"
+            f"{r.stdout[-3000:]}")
+        assert self.last_checkpoint(folder) < step
+        return r, f"rank 0 killed inside the save of step {step}"
+
+    interrupted = None  # (folder, step) -> whether step's save was left unfinished there
+
+    def extend(self, out, world, attempt, steps):
+        """The run in `out`, ended at self.steps, extended from its final checkpoint to `steps`
+        by the framework's own resume."""
+        return self.launch(out, world, attempt, resume=True, steps=steps)
 
     def was_killed(self, r):
         return r.returncode != 0 and self.killed in r.stdout
@@ -92,7 +125,25 @@ class HF(Torchrun):
 
     @staticmethod
     def last_checkpoint(out):
-        return max(int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("checkpoint-"))
+        """The newest checkpoint the Trainer's state was written to (written last by the
+        Trainer: a save killed before it is not resumed from)."""
+        return max(int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("checkpoint-")
+                   and os.path.isfile(os.path.join(out, n, "trainer_state.json")))
+
+    @staticmethod
+    def interrupted(folder, step):
+        """checkpoint-N holds the model (and the stream's state), not the Trainer's state."""
+        checkpoint = os.path.join(folder, f"checkpoint-{step}")
+        return os.path.isdir(checkpoint) and not os.path.exists(
+            os.path.join(checkpoint, "trainer_state.json"))
+
+    def extend(self, out, world, attempt, steps):
+        """From the final checkpoint moved out of output_dir (as a run moved to another machine
+        or bucket), by --resume-from."""
+        final = os.path.join(self.work, out, f"checkpoint-{self.steps}")
+        moved = os.path.join(self.work, f"moved-{out}", f"checkpoint-{self.steps}")
+        shutil.move(final, moved)
+        return self.launch(out, world, attempt, steps=steps, extra=["--resume-from", moved])
 
     @staticmethod
     def counters(out, attempt):
@@ -110,6 +161,12 @@ class OLMoCore(Torchrun):
     def last_checkpoint(out):
         return max(int(n[4:]) for n in os.listdir(out)
                    if n.startswith("step") and n[4:].isdigit())
+
+    @staticmethod
+    def interrupted(folder, step):
+        """OLMo-core's Checkpointer writes stepN-tmp and renames it stepN: killed before."""
+        return os.path.isdir(os.path.join(folder, f"step{step}-tmp")) and not os.path.exists(
+            os.path.join(folder, f"step{step}"))
 
     @staticmethod
     def counters(out, attempt):
@@ -131,6 +188,7 @@ class LitGPT(Torchrun):
     resume = ["--resume", "auto"]
     config = os.path.join(ROOT, "examples", "litgpt", "tiny_llama.yaml")
     seq_len = 64  # the config's block_size
+    accumulation = 2  # micro-batches a step (the config's own is 1)
     fsdp_refusal = "FSDP is only available on GPU"
 
     def preflight(self):
@@ -141,20 +199,31 @@ class LitGPT(Torchrun):
         refusal = next(line for line in r.stdout.splitlines() if self.fsdp_refusal in line)
         print(f"2 devices: LitGPT refuses on the CPU: {refusal.strip()}", flush=True)
 
-    def launch(self, out, world, attempt, resume=False, kill=None, broken=False):
+    def launch(self, out, world, attempt, resume=False, kill=None, broken=False, steps=None,
+               extra=(), kill_in_save=None):
         assert world == 1
         env = {"KILL_RANK": str(kill[0]), "KILL_STEP": str(kill[1])} if kill else {}
+        if kill_in_save is not None:
+            env["KILL_IN_SAVE"] = str(kill_in_save)
         if broken:
             env["LEDGER_NO_STREAM_STATE"] = "1"
-        return self.litgpt(out, attempt, self.resume if resume else [], env)
+        return self.litgpt(out, attempt, (self.resume if resume else []) + list(extra), env,
+                           steps=steps)
 
-    def litgpt(self, out, attempt, extra, env, timeout=300):
+    def extend(self, out, world, attempt, steps):
+        """From final/lit_model.pth, given to --resume, with a larger train.max_tokens."""
+        return self.launch(out, world, attempt, steps=steps,
+                           extra=["--resume", os.path.join(out, "final", "lit_model.pth")])
+
+    def litgpt(self, out, attempt, extra, env, timeout=300, steps=None):
         """A CompletedProcess (stdout and stderr together); the process group is killed
-        afterwards (a DataLoader worker left behind)."""
+        afterwards (a DataLoader worker left behind). LitGPT accumulates gradients over
+        ACCUMULATION micro-batches a step."""
         os.makedirs(os.path.join(self.work, out), exist_ok=True)
         cmd = [os.path.join(os.path.dirname(sys.executable), "litgpt"), "pretrain",
                "--config", self.config, "--out_dir", out,
-               "--train.max_tokens", str(self.steps * GLOBAL_BATCH * self.seq_len),
+               "--train.max_tokens", str((steps or self.steps) * GLOBAL_BATCH * self.seq_len),
+               "--train.micro_batch_size", str(GLOBAL_BATCH // self.accumulation),
                "--data.init_args.batch_log", "litgpt_ledger.log"] + list(extra)
         e = dict(os.environ, PYTHONPATH=f"{self.package_dir}{os.pathsep}{HERE}",
                  OMP_NUM_THREADS="1", LEDGER_DIR=os.path.join(self.work, out),
@@ -176,23 +245,38 @@ class LitGPT(Torchrun):
 
     @staticmethod
     def last_checkpoint(out):
-        return max(int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("step-"))
+        """The newest step-N holding lit_model.pth (what `--resume auto` takes)."""
+        return max(int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("step-")
+                   and os.path.isfile(os.path.join(out, n, "lit_model.pth")))
 
     @staticmethod
-    def counters(out, attempt):
-        """(the final checkpoint's iter_num if it equals its step_count, {iteration: learning
-        rate}) from every launch's CSV log, the later launches' over the earlier's."""
+    def interrupted(folder, step):
+        """Fabric writes lit_model.pth to a temporary file and moves it in place: killed
+        before, step-N has no lit_model.pth."""
+        checkpoint = os.path.join(folder, f"step-{step:08d}")
+        return os.path.isdir(checkpoint) and not os.path.exists(
+            os.path.join(checkpoint, "lit_model.pth"))
+
+    @classmethod
+    def counters(cls, out, attempt):
+        """(the final checkpoint's step_count if its iter_num is accumulation times that, and
+        its stream at that step, {step: learning rate}) from every launch's CSV log, the
+        later launches' over the earlier's."""
         import torch
         state = torch.load(os.path.join(out, "final", "lit_model.pth"), weights_only=False)
-        step = state["iter_num"] if state["iter_num"] == state["step_count"] else (
-            f"iter_num {state['iter_num']}, step_count {state['step_count']}")
+        stream = state["train_dataloader"]["stream"]
+        at = stream.get("consumed", -1) // GLOBAL_BATCH
+        step = state["step_count"] if state["iter_num"] == cls.accumulation * state[
+            "step_count"] and at == state["step_count"] else (
+            f"iter_num {state['iter_num']}, step_count {state['step_count']}, the stream at "
+            f"step {at} ({stream.get('consumed')} sequences consumed)")
         rates = {}
         versions = glob.glob(os.path.join(out, "logs", "csv", "version_*", "metrics.csv"))
         for path in sorted(versions, key=lambda v: int(v.split("version_")[1].split(os.sep)[0])):
             with open(path) as f:
                 for row in csv.DictReader(f):
                     if row.get("learning_rate"):
-                        rates[int(row["iter"])] = float(row["learning_rate"])
+                        rates[int(row["iter"]) // cls.accumulation] = float(row["learning_rate"])
         return step, rates
 
 
@@ -209,6 +293,7 @@ def main():
     p.add_argument("--work", help="keep everything here (default: a temporary folder, removed)")
     p.add_argument("--no-broken", action="store_true")
     args = p.parse_args()
+    args.package_dir = os.path.abspath(args.package_dir)  # LitGPT runs in the work folder
     began = time.time()
     work = args.work or tempfile.mkdtemp()
     os.makedirs(work, exist_ok=True)
@@ -242,18 +327,24 @@ def run(args, fw, rng, work):
     for attempt, world in enumerate(fw.worlds):
         start = fw.last_checkpoint(resumed) if attempt else 0
         killed = attempt + 1 < len(fw.worlds)
-        where, kill = f"attempt {attempt}: W={world} from step {start}, ", None
-        if killed:
+        where, kill, r = f"attempt {attempt}: W={world} from step {start}, ", None, None
+        t = time.time()
+        if killed and attempt == 1:  # the second kill inside a save, where the check has one
+            in_save = fw.kill_in_save("resumed", world, attempt, start, kill_windows(s)[attempt])
+            if in_save:
+                r, what = in_save
+                where += what
+        if killed and r is None:
             kill_step = kill_step_of(rng, start, c, kill_windows(s)[attempt])
             kill = (rng.randrange(world), kill_step)
             where += f"rank {kill[0]} killed at step {kill_step}"
-        else:
+        elif not killed:
             where += f"to step {s}"
             if not args.no_broken:
                 broken = os.path.join(work, "broken")
                 shutil.copytree(resumed, broken)
-        t = time.time()
-        r = fw.launch("resumed", world, attempt, resume=attempt > 0, kill=kill)
+        if r is None:
+            r = fw.launch("resumed", world, attempt, resume=attempt > 0, kill=kill)
         if killed:
             assert fw.was_killed(r), f"attempt {attempt}:\n{r.stdout[-5000:]}"
         else:
@@ -272,6 +363,22 @@ def run(args, fw, rng, work):
           f"{stream_hash(kept)}; {rolled_back} sequences trained after a checkpoint and rolled "
           f"back; the trainer ends at global step {s} with the uninterrupted run's learning rate "
           "at every step", flush=True)
+
+    # Each run extended from its final checkpoint by the framework's own resume: the steps
+    # past it must continue the stream (a final checkpoint a step ahead skips that step's
+    # sequences; one a step behind trains them twice).
+    more, last = s + c, len(fw.worlds)
+    t = time.time()
+    for out in ("uninterrupted", "resumed"):
+        r = fw.extend(out, fw.worlds[0], last, more)
+        assert r.returncode == 0, f"{out}: the extension failed:\n{r.stdout[-5000:]}"
+    reference, _, problems = counted([(0, read_log(ref, 0)), (s, read_log(ref, last))], more)
+    kept, _, order = counted(launches + [(s, read_log(resumed, last))], more)
+    problems += order + check(reference, kept, more, GLOBAL_BATCH)
+    assert not problems, "\n".join(problems)
+    print(f"each run extended from its final checkpoint to step {more} (W={fw.worlds[0]}): "
+          f"the same global token stream, {more * GLOBAL_BATCH} sequences, each once "
+          f"({time.time() - t:.0f} s)", flush=True)
 
     if broken:
         start, last = launches[-1][0], len(fw.worlds) - 1

@@ -3,8 +3,8 @@ a bounded number of descriptors and threads, and running out of descriptors is o
 (issue 50). Each case runs in a fresh process:
 
 1. READS batches of a TokenStream over s3:// sources (one batch a step) through
-   TokenStream.loader, with 0 workers under each planner ("node", "process", "inline") and with
-   2 workers under the default one: the loop's process (its workers' too, while they run) may
+   TokenStream.loader, with 0 and 2 workers under each planner ("node", "process", "inline"):
+   the loop's process (its workers' too, while they run) may
    hold at most SLACK descriptors and SLACK threads more at the end than after its first READS // 10
    batches (counted from /proc/self/fd and /proc/self/task). A thread per step whose libcurl
    handle outlived it left a socket a step: thousands.
@@ -124,7 +124,7 @@ def main():
         remote = prefixes(sources, "s3://corpus/v1/")
 
         # 1: descriptors and threads over a long read.
-        for planner, workers in (("node", 0), ("process", 0), ("inline", 0), ("node", 2)):
+        for planner, workers in [(p, w) for w in (0, 2) for p in ("node", "process", "inline")]:
             t = time.monotonic()
             code = READ.format(package_dir=package_dir, sources=remote, seq_len=SEQ_LEN,
                                batch=BATCH, planner=planner, workers=workers, reads=args.reads)

@@ -65,20 +65,91 @@ def test_litgpt_rows_are_the_streams_rows_of_seq_len_plus_one(sources):
         assert rows.shape == (6, L + 1)
 
 
-def test_litgpt_loader_state_continues_the_stream_exactly(sources):
-    data = litgpt_data(sources, micro=12, num_workers=2)
-    loader = data.train_dataloader()
-    for i, _ in enumerate(loader):
-        if i == 3:
-            break
-    state = loader.state_dict()
-    assert state["gradient_accumulation_iters"] == 1 and state["stream"]["consumed"] == 4 * B
-    fresh = litgpt_data(sources, micro=12).train_dataloader()
-    fresh.load_state_dict(state)
+def litgpt_fit(loader, max_iters, save_every=None, cycle=False):
+    """LitGPT's pretrain fit() loop (litgpt/pretrain.py) over `loader`: its CycleIterator, each
+    micro-batch pulled before the `iter_num >= max_iters` check, the iterator dropped when fit
+    returns; the loader's state_dict at each periodic save (a step's last micro-batch, every
+    `save_every` steps) and the final one, taken after fit, as main() saves final/. `cycle`:
+    fit's frame (and so its iterator) left in a reference cycle, as the traceback jsonargparse
+    keeps while LitGPT saves its hyperparameters leaves it in LitGPT."""
+    import sys
+    from litgpt.utils import CycleIterator
+
+    def fit():
+        saves, iter_num = [], 0
+        if cycle:
+            held = [sys._getframe()]
+            held.append(held)
+        train_iterator = CycleIterator(loader)  # a local of fit's, as LitGPT's
+        for _ in train_iterator:
+            if iter_num >= max_iters:
+                break
+            iter_num += 1
+            if save_every and iter_num % (save_every * loader.accumulation) == 0:
+                saves.append(loader.state_dict())
+        return saves
+    saves = fit()
+    return saves, loader.state_dict()
+
+
+@pytest.mark.parametrize("micro, workers, cycle", [(12, 2, False), (12, 0, True), (6, 0, False),
+                                                   (6, 2, True), (4, 2, False)])
+def test_litgpt_every_checkpoint_holds_the_steps_trained(sources, micro, workers, cycle):
+    """Periodic and final checkpoints, with and without gradient accumulation: the stream
+    position of the steps LitGPT trained, although its loop pulls one more micro-batch before it
+    stops (that batch goes back to the stream); the final state extends the run exactly."""
+    accumulation, steps = B // micro, 6
+    loader = litgpt_data(sources, micro=micro, num_workers=workers).train_dataloader()
+    saves, final = litgpt_fit(loader, steps * accumulation, save_every=2, cycle=cycle)
+    assert [s["stream"]["consumed"] for s in saves] == [2 * B, 4 * B, 6 * B]
+    assert final["stream"]["consumed"] == steps * B
+    assert final["gradient_accumulation_iters"] == accumulation
+    fresh = litgpt_data(sources, micro=micro).train_dataloader()
+    fresh.load_state_dict(final)
     want = rows_of(TokenStream(sources, seq_len=L, global_batch=B, rank=0, world_size=1,
-                               split=(0.9, 0.1, 0.0)), 6)
+                               split=(0.9, 0.1, 0.0)), steps + 1)
     first = next(iter(fresh))
-    assert all(torch.equal(first[j], want[4 * B + j]) for j in range(B))
+    assert all(torch.equal(first[j], want[steps * B + j]) for j in range(micro))
+
+
+@pytest.mark.parametrize("micro", [12, 6])
+def test_litgpt_pretrains_to_a_final_checkpoint_at_its_last_step(sources, micro, tmp_path):
+    """The real `litgpt pretrain` (tests/dist/framework_kill_resume.py litgpt kills and resumes
+    it; this is the quick check of its final save): final/lit_model.pth holds the stream at the
+    steps trained, with and without gradient accumulation."""
+    import os
+    import subprocess
+    import sys
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "examples", "litgpt", "tiny_llama.yaml")) as f:
+        config = yaml.safe_load(f)
+    config["data"]["init_args"].update(sources=[[[p], w] for p, w in sources],
+                                       global_batch_size=B, num_workers=0)
+    config["model_config"]["block_size"] = L
+    config["train"].update(global_batch_size=B, micro_batch_size=micro, max_tokens=4 * B * L,
+                           save_interval=2)
+    config["eval"]["interval"] = 100
+    with open(tmp_path / "config.yaml", "w") as f:
+        yaml.safe_dump(config, f)
+    litgpt = os.path.join(os.path.dirname(sys.executable), "litgpt")
+    r = subprocess.run([litgpt, "pretrain", "--config", str(tmp_path / "config.yaml"),
+                        "--out_dir", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for folder, steps in (("step-00000002", 2), ("step-00000004", 4), ("final", 4)):
+        state = torch.load(tmp_path / "out" / folder / "lit_model.pth", weights_only=False)
+        assert state["step_count"] == steps and state["iter_num"] == steps * B // micro
+        assert state["train_dataloader"]["stream"]["consumed"] == steps * B, folder
+
+
+def test_litgpt_a_loader_state_without_the_stream_is_one_error(sources):
+    loader = litgpt_data(sources, micro=12).train_dataloader()
+    with pytest.raises(ValueError, match=r"StreamLoader: the checkpoint's train_dataloader "
+                       r"state has no 'stream' \(written by another data loader: "
+                       r"\['current_epoch', 'num_samples_yielded'\]\); it would restart"):
+        loader.load_state_dict({"num_samples_yielded": 40, "current_epoch": 1})
+    assert loader.stream.step == 0
 
 
 def test_litgpt_resume_with_another_accumulation_is_refused(sources):

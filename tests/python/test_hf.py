@@ -80,10 +80,49 @@ def test_a_resume_from_a_checkpoint_without_the_streams_state_is_refused(sources
     t.train()
     os.remove(tmp_path / "checkpoint-2" / "distsampler_stream.json")
     again = trainer(sources, tmp_path, max_steps=4, save_steps=2)
-    with pytest.raises(ValueError, match="resume from step 2: .*checkpoint-2/"
+    with pytest.raises(ValueError, match="resume from .*checkpoint-2: .*checkpoint-2/"
                        "distsampler_stream.json is missing; the checkpoint was not written by "
                        "TokenStreamTrainer"):
         again.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+    assert again.train_stream.step == 0  # nothing loaded
+
+
+def logged(sources, tmp_path, **kwargs):
+    """A trainer, and the global sequences of the batches it takes, in order."""
+    seen = []
+    t = trainer(sources, tmp_path, **kwargs)
+    t.batch_log = lambda batch: seen.extend(batch["sequence"].tolist())
+    return t, seen
+
+
+def test_a_checkpoint_moved_elsewhere_resumes_the_stream_from_there(sources, tmp_path):
+    """The stream's state is read from the folder given to train(), not from output_dir: a run
+    extended from its final checkpoint copied to another machine continues the stream."""
+    trainer(sources, tmp_path / "run", max_steps=4, save_steps=2).train()
+    moved = tmp_path / "elsewhere" / "checkpoint-4"
+    os.renames(tmp_path / "run" / "checkpoint-4", moved)
+    t, seen = logged(sources, tmp_path / "run", max_steps=6, save_steps=2)
+    t.train(resume_from_checkpoint=str(moved))
+    assert t.state.global_step == 6 and t.train_stream.step == 6
+    assert seen == list(range(4 * B, 6 * B))
+
+
+def test_a_save_killed_before_the_trainers_state_is_not_resumed_from(sources, tmp_path):
+    """Every checkpoint holds the stream's state once it holds the Trainer's (written last):
+    train(resume_from_checkpoint=True) takes the newest complete one, warning of the newer one
+    a killed save left (whose trainer_state.json is missing here, as after such a kill)."""
+    from distsampler.hf import complete_checkpoints
+    trainer(sources, tmp_path, max_steps=4, save_steps=2).train()
+    for step in (2, 4):
+        assert {"distsampler_stream.json", "trainer_state.json"} <= set(
+            os.listdir(tmp_path / f"checkpoint-{step}"))
+    os.remove(tmp_path / "checkpoint-4" / "trainer_state.json")
+    assert complete_checkpoints(str(tmp_path)) == [str(tmp_path / "checkpoint-2")]
+    t, seen = logged(sources, tmp_path, max_steps=4, save_steps=2)
+    with pytest.warns(UserWarning, match="checkpoint-4 .* is incomplete .* resuming from "
+                      ".*checkpoint-2"):
+        t.train(resume_from_checkpoint=True)
+    assert t.state.global_step == 4 and seen == list(range(2 * B, 4 * B))
 
 
 
