@@ -2,7 +2,8 @@
 trained by OLMo-core's own Trainer on a token stream (distsampler.olmo_core.TokenStreamDataLoader),
 under torchrun (gloo, CPU; OLMo-core's DDP when W > 1). Run again with the same --out, it resumes:
 the Trainer loads the latest checkpoint of its save folder (load_strategy if_available), on
-whatever number of ranks torchrun starts.
+whatever number of ranks torchrun starts; with none there, --load-path's (a checkpoint moved from
+elsewhere).
 
 Each rank appends "step sequence sha256" lines to OUT/tokens.a<attempt>.rank<rank>.tsv as the
 Trainer takes each batch (the hash of the row's input_ids and labels); --kill-rank/--kill-step
@@ -60,6 +61,8 @@ def main():
     p.add_argument("--attempt", type=int, default=0)
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-step", type=int, default=-1)
+    p.add_argument("--load-path", help="a checkpoint to start from when --out holds none (one "
+                   "moved from another machine: the Trainer's load_path)")
     p.add_argument("--kill-in-save", type=int, default=-1,
                    help="rank 0 SIGKILLs itself inside the save of this step's checkpoint")
     p.add_argument("--no-stream-state", action="store_true")
@@ -108,7 +111,8 @@ def main():
     ).build(model, device=torch.device("cpu"))
     trainer = TrainerConfig(
         save_folder=a.out, work_dir=os.path.join(a.out, "work"), device="cpu",
-        load_strategy=LoadStrategy.if_available, max_duration=Duration.steps(a.steps),
+        load_strategy=LoadStrategy.if_available, load_path=a.load_path,
+        max_duration=Duration.steps(a.steps),
         metrics_collect_interval=1, cancel_check_interval=1, save_overwrite=True,
     ).with_callback("checkpointer", CheckpointerCallback(save_interval=a.save_steps,
                                                          save_async=False)

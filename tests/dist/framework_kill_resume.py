@@ -17,8 +17,9 @@ over the corpus of docs/tokens_run.md, on the CPU:
   the save of a later checkpoint (the example's --kill-in-save; the save must be left unfinished,
   and not taken by the resume); resumed on W=1 to step S;
 - both runs extended to step S + 4 from their final checkpoint by the framework's own resume, on
-  W=2 (litgpt: 1; hf: from the checkpoint moved out of output_dir, --resume-from). LitGPT runs
-  with gradient accumulation 2.
+  W=2 (litgpt: 1), each from the final checkpoint in another folder (hf: moved out of
+  output_dir, --resume-from; olmo_core: every checkpoint moved out of the save folder,
+  --load-path; litgpt: final/ copied, --resume). LitGPT runs with gradient accumulation 2.
 
 The check is tokens_kill_resume.py's ledger (its functions, imported): every global sequence of
 [0, S x B) trained exactly once, in its step, with the uninterrupted run's bytes, each launch's
@@ -142,6 +143,7 @@ class HF(Torchrun):
         or bucket), by --resume-from."""
         final = os.path.join(self.work, out, f"checkpoint-{self.steps}")
         moved = os.path.join(self.work, f"moved-{out}", f"checkpoint-{self.steps}")
+        os.makedirs(os.path.dirname(moved))
         shutil.move(final, moved)
         return self.launch(out, world, attempt, steps=steps, extra=["--resume-from", moved])
 
@@ -161,6 +163,17 @@ class OLMoCore(Torchrun):
     def last_checkpoint(out):
         return max(int(n[4:]) for n in os.listdir(out)
                    if n.startswith("step") and n[4:].isdigit())
+
+    def extend(self, out, world, attempt, steps):
+        """From the final checkpoint moved out of the save folder with the others (as a run moved
+        to another machine), by the Trainer's load_path (--load-path)."""
+        folder, moved = os.path.join(self.work, out), os.path.join(self.work, f"moved-{out}")
+        os.makedirs(moved)
+        for name in os.listdir(folder):
+            if name.startswith("step") and name[4:].isdigit():
+                shutil.move(os.path.join(folder, name), os.path.join(moved, name))
+        return self.launch(out, world, attempt, resume=True, steps=steps,
+                           extra=["--load-path", os.path.join(moved, f"step{self.steps}")])
 
     @staticmethod
     def interrupted(folder, step):
@@ -211,9 +224,12 @@ class LitGPT(Torchrun):
                            steps=steps)
 
     def extend(self, out, world, attempt, steps):
-        """From final/lit_model.pth, given to --resume, with a larger train.max_tokens."""
+        """From final/lit_model.pth copied to another folder (as a run moved to another machine)
+        and given to --resume there, with a larger train.max_tokens."""
+        moved = os.path.join(f"moved-{out}", "final")
+        shutil.copytree(os.path.join(self.work, out, "final"), os.path.join(self.work, moved))
         return self.launch(out, world, attempt, steps=steps,
-                           extra=["--resume", os.path.join(out, "final", "lit_model.pth")])
+                           extra=["--resume", os.path.join(moved, "lit_model.pth")])
 
     def litgpt(self, out, attempt, extra, env, timeout=300, steps=None):
         """A CompletedProcess (stdout and stderr together); the process group is killed
