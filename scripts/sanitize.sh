@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 tests="env_test prefetch_test node_order_test plan_feed_test dataset_test idx_test indexed_test npy_test data_loader_test
-  tokens_test mix_test plan_test plan_golden_test edits_test"
+  tokens_test stream_test mix_test plan_test plan_golden_test edits_test"
 for kind in "${@:-asan tsan}"; do
   for k in $kind; do
     case "$k" in

@@ -2,7 +2,8 @@
 token weight, packed into sequences of ``seq_len + 1`` tokens and batched across ranks; the stream
 does not depend on the world size, and its state (a few integers per source) resumes it on any.
 
-The plan lives in the C++ core (``tokens/plan.h``); this module maps it onto torch: an
+The plan and its runtime live in the C++ core (``tokens/plan.h``, ``tokens/stream.h``: the feed,
+the read-ahead, the workers' rows); this module maps them onto torch: an
 IterableDataset whose batches are this rank's share of each step, exact through DataLoader
 workers, with torchdata's ``Stateful`` methods. docs/tokens.md describes the stream.
 """
@@ -179,8 +180,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         self.world_size, self.rank = _world(world_size, rank)
         if planner not in ("node", "process", "inline"):
             raise ValueError(f"planner = {planner!r}: one of 'node', 'process', 'inline'")
-        if not 1 <= plan_ahead <= 1024:
-            raise ValueError(f"plan_ahead = {plan_ahead}: steps planned ahead, in [1, 1024]")
+        _core.check_plan_ahead(plan_ahead)
         self.planner, self.plan_ahead = planner, plan_ahead
         self._args: Dict[str, Any] = dict(
             sources=[(_shards(p), float(w)) for p, w in sources], seq_len=seq_len,

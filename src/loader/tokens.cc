@@ -139,6 +139,20 @@ uint32_t edit_source(const std::string& text, const std::string& label) {
 
 }  // namespace
 
+TokenEdit weights_edit(std::string label, uint64_t step, std::optional<uint64_t> until,
+                       std::vector<double> weights) {
+  if (until && *until <= step) {
+    bad_edit(label, "the ramp's end " + std::to_string(*until) + " must follow its start " +
+                        std::to_string(step));
+  }
+  TokenEdit e;
+  e.edit.label = std::move(label);
+  e.edit.step = step;
+  e.edit.until = until.value_or(step);
+  e.edit.weights = std::move(weights);
+  return e;
+}
+
 std::vector<std::string> parse_shards(const std::string& list, const std::string& label) {
   std::vector<std::string> shards;
   std::stringstream items(list + ",");
@@ -155,14 +169,13 @@ TokenEdit parse_token_edit(const std::string& flag, const std::string& value) {
   const std::string& label = e.edit.label;
   std::string rest;
   if (flag == "--change") {
-    e.edit.step = e.edit.until = edit_step(value, label, "STEP:W0,W1,...", rest);
-    e.edit.weights = edit_weights(rest, label);
+    const uint64_t step = edit_step(value, label, "STEP:W0,W1,...", rest);
+    return weights_edit(label, step, std::nullopt, edit_weights(rest, label));
   } else if (flag == "--ramp") {
     std::string weights;
-    e.edit.step = edit_step(value, label, "A:B:W0,W1,...", rest);
-    e.edit.until = edit_step(rest, label, "A:B:W0,W1,...", weights);
-    if (e.edit.until <= e.edit.step) bad_edit(label, "B must follow A");
-    e.edit.weights = edit_weights(weights, label);
+    const uint64_t start = edit_step(value, label, "A:B:W0,W1,...", rest);
+    const uint64_t end = edit_step(rest, label, "A:B:W0,W1,...", weights);
+    return weights_edit(label, start, end, edit_weights(weights, label));
   } else if (flag == "--append") {
     e.edit.kind = MixEdit::Kind::kAppend;
     e.edit.step = edit_step(value, label, "STEP:SOURCE=PREFIX", rest);

@@ -151,7 +151,8 @@ def test_edit_flags_parse_as_the_cli_parses_them(extra, tmp_path):
         want["appends"] = [(step, source, [prefix]) for step, source, prefix in want["appends"]]
         want["skips"] = [(step, sorted(listed)) for step, listed in want["skips"]]
         assert parsed == want, name
-    with pytest.raises(ValueError, match=r"--ramp 5:3:1,1: B must follow A"):
+    with pytest.raises(ValueError,
+                       match=r"--ramp 5:3:1,1: the ramp's end 3 must follow its start 5"):
         edits_from_flags([("--ramp", "5:3:1,1")])
     with pytest.raises(ValueError, match=r"--change 4:1,x: weight 'x' is not a finite number"):
         edits_from_flags([("--change", "4:1,x")])
@@ -168,7 +169,7 @@ def test_bad_edits_are_refused_naming_the_edit(corpus, extra):  # noqa: F811
         stream(corpus, "concat", appends=[(3, 7, extra["new"][0])])
     with pytest.raises(ValueError, match=r"skips\[0\]: document 99 of source 2 does not exist"):
         stream(corpus, "concat", skips=[(1, [(2, 99)])])
-    with pytest.raises(ValueError, match=r"ramps\[0\]: end = 3 must follow start = 5"):
+    with pytest.raises(ValueError, match=r"ramps\[0\]: the ramp's end 3 must follow its start 5"):
         stream(corpus, "concat", ramps=[(5, 3, [1, 1, 1])])
     with pytest.raises(RuntimeError, match=r"appends\[0\]: .*cannot open|No such file"):
         stream(corpus, "concat", appends=[(3, 1, "/nonexistent/shard")])

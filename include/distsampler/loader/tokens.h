@@ -72,6 +72,13 @@ struct TokenEdit {
   std::vector<std::string> append;
 };
 
+// A weights edit labelled `label` (for errors): the weights from `step` on (no `until`), or a
+// linear ramp to them from `step` to `until`. The one check of a ramp, the CLI's --ramp and
+// TokenStream's ramps alike: throws std::invalid_argument naming the label and both steps unless
+// until > step.
+TokenEdit weights_edit(std::string label, uint64_t step, std::optional<uint64_t> until,
+                       std::vector<double> weights);
+
 // A source's shard prefixes as the CLI writes them: joined by commas. Throws
 // std::invalid_argument, starting with `label`, for an empty list or an empty prefix.
 std::vector<std::string> parse_shards(const std::string& list, const std::string& label);
