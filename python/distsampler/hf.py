@@ -20,6 +20,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from ._labels import masked_labels
 from .tokens import TokenStream
 
 __all__ = ["TokenStreamTrainer", "STATE_NAME", "complete_checkpoints", "trainer_batch"]
@@ -30,7 +31,7 @@ _CHECKPOINT = re.compile(re.escape(PREFIX_CHECKPOINT_DIR) + r"-(\d+)")
 
 def trainer_batch(batch: Dict[str, Any]) -> Dict[str, Any]:
     """A TokenStream batch as a causal LM's Trainer inputs."""
-    shift = batch["labels"].masked_fill(batch["loss_mask"] == 0, -100)
+    shift = masked_labels(batch)
     return {"input_ids": batch["tokens"], "position_ids": batch["position_ids"],
             "labels": shift, "shift_labels": shift}
 

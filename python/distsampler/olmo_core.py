@@ -15,6 +15,7 @@ import torch
 from olmo_core.data.collator import DataCollator
 from olmo_core.data.data_loader import TextDataLoaderBase
 
+from ._labels import masked_labels
 from .tokens import TokenStream
 
 __all__ = ["TokenStreamDataLoader", "olmo_batch"]
@@ -23,7 +24,7 @@ __all__ = ["TokenStreamDataLoader", "olmo_batch"]
 def olmo_batch(batch: Dict[str, Any]) -> Dict[str, Any]:
     """A TokenStream batch as OLMo-core's train modules take it."""
     return {"input_ids": batch["tokens"],
-            "labels": batch["labels"].masked_fill(batch["loss_mask"] == 0, -100)}
+            "labels": masked_labels(batch)}
 
 
 class TokenStreamDataLoader(TextDataLoaderBase):  # type: ignore[misc]
