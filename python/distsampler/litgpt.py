@@ -47,7 +47,7 @@ class StreamLoader(DataLoader):  # type: ignore[type-arg]
             for batch in stream.loader(num_workers=self.num_workers):
                 yield torch.cat([batch["tokens"], batch["labels"][:, -1:]], dim=1)
             return
-        per_step = stream.global_batch // (stream.world_size * stream.micro_batch)
+        per_step = self._per_step()
         batches, self._taken = stream.loader(num_workers=self.num_workers), 0
         while True:
             if self._taken % per_step == 0:
@@ -70,14 +70,18 @@ class StreamLoader(DataLoader):  # type: ignore[type-arg]
                 self._taken = 0
                 raise
 
+    def _per_step(self) -> int:
+        """Micro-batches a step: the stream's batches of one optimizer step on this rank."""
+        s = self.stream
+        return s.global_batch // (s.world_size * s.micro_batch)
+
     def state_dict(self) -> Dict[str, Any]:
         """The stream at the steps LitGPT trained. LitGPT saves only between optimizer steps, but
         the final save follows one more micro-batch pulled and dropped with its iterator (which
         a traceback jsonargparse keeps may hold in a reference cycle: collected here first, so
         that it gives the batch back); a save inside a step is that step's start."""
         gc.collect()
-        per_step = self.stream.global_batch // (self.stream.world_size * self.stream.micro_batch)
-        inside = self._taken % per_step != 0
+        inside = self._taken % self._per_step() != 0
         return {"stream": self._step_start if inside else self.stream.state_dict(),
                 "gradient_accumulation_iters": self.accumulation}
 
