@@ -74,7 +74,8 @@ void bind_indexed(py::module_& m) {
                         py::arg("block_fetches") = c.block_fetches,
                         py::arg("cached_bytes") = c.cached_bytes);
       },
-      "What this process asked of object stores for s3:// sources (loader/indexed.h's "
+      "What this process asked of remote stores for s3://, https:// and http:// sources "
+      "(loader/indexed.h's "
       "object_store_counts): requests, each try counted, and the bytes they returned");
 }
 

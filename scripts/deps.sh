@@ -5,8 +5,8 @@
 # Packages for building the library, the CLI and the C++ tests (nlohmann-json3-dev: the header-only
 # JSON parser of the checkpoint reader, src/state_codec.cc).
 DISTSAMPLER_BUILD_PACKAGES="g++ cmake make libgtest-dev nlohmann-json3-dev"
-# libcurl's header and library: s3:// token sources (src/loader/s3.cc loads libcurl.so.4 when one
-# opens).
+# libcurl's header and library: s3:// and http(s):// token sources (src/io/curl.cc loads
+# libcurl.so.4 when one opens).
 DISTSAMPLER_BUILD_PACKAGES="$DISTSAMPLER_BUILD_PACKAGES libcurl4-openssl-dev"
 # Packages for the loader layer, the MPI training example and its chart (examples/, scripts/train.sh).
 DISTSAMPLER_LOADER_PACKAGES="zlib1g-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist python3-matplotlib libcli11-dev"
@@ -38,6 +38,9 @@ DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES libtorch-dev"
 # fortunes are one of its three sources of real text, beside Python's standard library and Debian's
 # copyright files, which every machine of the suite has.
 DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES fortunes-min"
+# https:// token sources (tests/dist/https_tokens.py): a real web server on 127.0.0.1 (nginx, with
+# Range and ETags as web servers and CDNs serve files) and openssl for its certificate.
+DISTSAMPLER_TEST_PACKAGES="$DISTSAMPLER_TEST_PACKAGES nginx openssl"
 DISTSAMPLER_DEMO_PACKAGES="python3-torch python3-numpy python3-matplotlib dataset-fashion-mnist"
 # A SLURM cluster on this host for the launcher tests (tests/slurm/run.sh installs them when
 # missing: slurmctld, slurmd, srun and munge).

@@ -27,8 +27,10 @@
 #include <utility>
 
 #include "distsampler/tokens/mix.h"
+#include "../io/block_cache.h"
+#include "../io/bytes.h"
+#include "../io/curl.h"
 #include "file.h"
-#include "s3.h"
 
 namespace distsampler {
 namespace {
@@ -129,9 +131,9 @@ T read_entry(const detail::PooledFile& file, uint64_t offset) {
 
 }  // namespace
 
-struct IndexedDataset::Remote {
-  detail::S3Object object;
-  detail::S3Version version;
+struct IndexedDataset::Blocks {
+  explicit Blocks(std::shared_ptr<const detail::ByteSource> bin) : cached(std::move(bin)) {}
+  detail::CachedBlocks cached;
   // read_in_blocks(): documents a block (0: each read its own range), and the source's number
   // of this shard's first document (blocks are counted in the source's numbering).
   mutable std::atomic<uint64_t> block_documents{0};
@@ -139,22 +141,21 @@ struct IndexedDataset::Remote {
 };
 
 void IndexedDataset::read_in_blocks(uint64_t first_document, uint64_t documents) const {
-  if (remote_ == nullptr) return;
-  remote_->first_document.store(first_document, std::memory_order_relaxed);
-  remote_->block_documents.store(documents, std::memory_order_relaxed);
+  if (blocks_ == nullptr) return;
+  blocks_->first_document.store(first_document, std::memory_order_relaxed);
+  blocks_->block_documents.store(documents, std::memory_order_relaxed);
 }
 
 std::optional<std::pair<std::string, uint64_t>> IndexedDataset::block_of(
     uint64_t document) const {
   const uint64_t per_block =
-      remote_ != nullptr ? remote_->block_documents.load(std::memory_order_relaxed) : 0;
+      blocks_ != nullptr ? blocks_->block_documents.load(std::memory_order_relaxed) : 0;
   if (per_block == 0) return std::nullopt;
-  return std::make_pair(detail::s3_block_object(remote_->object, remote_->version),
-                        block_number(document, per_block));
+  return blocks_->cached.key(block_number(document, per_block));
 }
 
 uint64_t IndexedDataset::block_number(uint64_t document, uint64_t per_block) const {
-  return (remote_->first_document.load(std::memory_order_relaxed) + document) / per_block;
+  return (blocks_->first_document.load(std::memory_order_relaxed) + document) / per_block;
 }
 
 std::optional<std::pair<std::string, uint64_t>> IndexedSource::block_of(
@@ -177,11 +178,10 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   // shards stays within the open-file limit), but for the lengths block that a plan reads in
   // batches at random, mapped (PageCachedRange: MADV_RANDOM, so that a fault maps no pages
   // around it; the pages not in the page cache read together with pread first).
-  // An s3:// prefix: the .idx is a local copy, fetched once per node into the cache directory (a
-  // plan reads lengths at random, many per step: not a request each); the .bin is read by range.
-  const bool remote = detail::is_s3_url(prefix);
-  entries_ = std::make_shared<const detail::PooledFile>(
-      remote ? detail::s3_cached_copy(detail::S3Object::parse(prefix + ".idx")) : prefix + ".idx");
+  // A remote prefix (io/bytes.h): the .idx is a local copy, fetched once per node into the cache
+  // directory (a plan reads lengths at random, many per step: not a request each); the .bin is
+  // read by range.
+  entries_ = std::make_shared<const detail::PooledFile>(detail::local_file(prefix + ".idx"));
   const std::string& idx_path = entries_->path();
   const uint64_t size = entries_->size();
   unsigned char idx[kHeaderBytes] = {};
@@ -275,19 +275,11 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   }
 
   // Documents are read in a shuffled order (a few hundred tokens each, at random): no read-ahead.
-  if (remote) {
-    auto object = std::make_shared<Remote>();
-    object->object = detail::S3Object::parse(prefix + ".bin");
-    object->version = detail::s3_head(object->object);
-    bin_bytes_ = object->version.size;
-    bin_path_ = prefix + ".bin";
-    remote_ = std::move(object);
-  } else {
-    bin_ = std::make_shared<const detail::MappedFile>(prefix + ".bin", /*random_access=*/true);
-    tokens_ = bin_->data();
-    bin_bytes_ = bin_->size();
-    bin_path_ = bin_->path();
-  }
+  bin_ = detail::open_bytes(prefix + ".bin");
+  tokens_ = bin_->view();
+  bin_bytes_ = bin_->size();
+  bin_path_ = bin_->name();
+  if (bin_->remote()) blocks_ = std::make_shared<const Blocks>(bin_);
   const std::string& bin_path = bin_path_;
   if (sequences == 0) {
     if (bin_bytes_ != 0) {
@@ -509,16 +501,16 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
   const uint64_t first_byte = e.byte + begin * token_bytes_;
   const unsigned char* p = tokens_ + first_byte;
   thread_local std::vector<unsigned char> fetched;
-  std::shared_ptr<const detail::S3Block> block;  // holds p's bytes while they are read
+  std::shared_ptr<const detail::Block> block;  // holds p's bytes while they are read
   const uint64_t per_block =
-      remote_ != nullptr ? remote_->block_documents.load(std::memory_order_relaxed) : 0;
+      blocks_ != nullptr ? blocks_->block_documents.load(std::memory_order_relaxed) : 0;
   if (per_block > 0) {
     // The whole block of documents holding this one, one request, cached: its neighbours in the
     // block are read from it too.
     // Its byte range (two pointer reads of the .idx) is worked out only when it is fetched.
-    const uint64_t first = remote_->first_document.load(std::memory_order_relaxed);
+    const uint64_t first = blocks_->first_document.load(std::memory_order_relaxed);
     const uint64_t number = block_number(document, per_block);
-    block = detail::s3_block(remote_->object, remote_->version, number, [&] {
+    block = blocks_->cached.block(number, [&] {
       const uint64_t a = std::max(number * per_block, first) - first;
       const uint64_t b = std::min((number + 1) * per_block, first + sequences_) - first;
       const uint64_t from = checked_pointer(a);
@@ -526,10 +518,9 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
       return std::make_pair(from, to - from);
     });
     p = block->bytes.data() + (first_byte - block->offset);
-  } else if (remote_ != nullptr) {
+  } else if (tokens_ == nullptr) {
     fetched.resize(n * token_bytes_);
-    detail::s3_read(remote_->object, remote_->version, first_byte, n * token_bytes_,
-                    fetched.data());
+    bin_->read(first_byte, n * token_bytes_, fetched.data());
     p = fetched.data();
   }
   switch (dtype_code_) {
@@ -552,6 +543,8 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
   }
 }
 
+bool IndexedDataset::remote() const { return bin_->remote(); }
+
 bool IndexedSource::remote() const {
   return std::any_of(shards_.begin(), shards_.end(),
                      [](const IndexedDataset& shard) { return shard.remote(); });
@@ -559,9 +552,9 @@ bool IndexedSource::remote() const {
 
 ObjectStoreCounts object_store_counts() {
   ObjectStoreCounts c;
-  c.requests = detail::s3_requests();
-  c.bytes = detail::s3_bytes_read();
-  const detail::S3CacheCounts cache = detail::s3_cache_counts();
+  c.requests = detail::http_requests();
+  c.bytes = detail::http_bytes_read();
+  const detail::BlockCacheCounts cache = detail::block_cache_counts();
   c.block_hits = cache.hits;
   c.block_fetches = cache.fetches;
   c.cached_bytes = cache.bytes;

@@ -11,8 +11,10 @@
 #include <stdexcept>
 #include <utility>
 
+#include "../io/block_cache.h"
+#include "../io/bytes.h"
+#include "../io/env.h"
 #include "file.h"
-#include "s3.h"
 
 namespace distsampler {
 
@@ -316,7 +318,7 @@ void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& s
   std::fill(out.positions, out.positions + cells, 0);
   std::fill(out.segments, out.segments + cells, -1);
   // The spans' reads: done in place from local files; gathered, then read at once, when some
-  // source is in an object store.
+  // source is remote.
   struct Read {
     const Span* span;
     int64_t* out;
@@ -368,7 +370,7 @@ void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& s
         const Span& span = *reads[i].span;
         sources[span.source]->read(span.document, span.begin, span.end, reads[i].out);
       },
-      detail::s3_requests_in_flight());
+      detail::remote_reads_in_flight());
 }
 
 VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t width,
@@ -400,7 +402,7 @@ VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t 
   return out;
 }
 
-BlockUses::BlockUses() : uses_(std::make_unique<detail::S3BlockUses>()) {}
+BlockUses::BlockUses() : uses_(std::make_unique<detail::BlockUseList>()) {}
 BlockUses::~BlockUses() = default;
 
 namespace {

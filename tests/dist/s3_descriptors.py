@@ -8,8 +8,10 @@ a bounded number of descriptors and threads, and running out of descriptors is o
    hold at most SLACK descriptors and SLACK threads more at the end than after its first READS // 10
    batches (counted from /proc/self/fd and /proc/self/task). A thread per step whose libcurl
    handle outlived it left a socket a step: thousands.
-2. The descriptors used up (RLIMIT_NOFILE lowered, the rest filled) after the first batches, with
-   0 workers and the read-ahead thread reading the next step: the loop gets one error within
+2. The descriptors used up (RLIMIT_NOFILE lowered, the rest filled) after the first batches, once
+   the read-ahead thread of the next step has ended (each step's read-ahead is a thread of its
+   own, with a connection of its own: filled while one still runs, its exit frees a descriptor the
+   next one takes, and the read goes on), with 0 workers: the loop gets one error within
    FAIL_SECONDS naming the limit (not a retry of the connection for the whole retry window,
    nor a read-ahead failure swallowed and the step read again).
 3. DISTSAMPLER endpoints of another scheme (AWS_ENDPOINT_URL=ftp://...): one error at once
@@ -70,6 +72,13 @@ s = TokenStream({sources!r}, seq_len={seq_len}, global_batch={batch}, seed=5, ra
 loader = s.loader(num_workers=0)
 for _ in range(3):
     next(loader)
+# The read-ahead thread of the next step ends first (its exit closes its connection, which would
+# free a descriptor for the thread after it): the thread count steady for a second.
+deadline, last, steady = time.monotonic() + 30, None, 0
+while steady < 10 and time.monotonic() < deadline:
+    time.sleep(0.1)
+    now = len(os.listdir("/proc/self/task"))
+    steady, last = (steady + 1 if now == last else 0), now
 limit = len(os.listdir("/proc/self/fd")) + 64
 resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 held = []

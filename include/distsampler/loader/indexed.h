@@ -17,7 +17,7 @@
 namespace distsampler {
 
 namespace detail {
-class MappedFile;
+class ByteSource;
 class PageCachedRange;
 class PooledFile;
 }
@@ -72,17 +72,18 @@ class IndexedDataset {
   void prefetch(const uint64_t* documents, size_t n) const;
   bool wants_prefetch() const;
   uint64_t total_tokens() const { return bin_bytes_ / token_bytes_; }  // O(1)
-  // Whether the .bin is an object store's (an s3:// prefix): each read() is a request.
-  bool remote() const { return remote_ != nullptr; }
-  // An object store's .bin: from now on read() fetches the whole block of `documents` documents
-  // holding its document (blocks counted from the source's document 0; this shard's first is
-  // the source's `first_document`), one request, and keeps it in the process's cache of blocks
-  // (s3.h: DISTSAMPLER_S3_CACHE_MB, least recently used dropped first), so that documents read
-  // near each other (a locality order, mix.h's SourceOrder) cost one request a block. A local
-  // .bin: nothing changes. Safe while other threads read.
+  // Whether the .bin is a remote store's (an s3://, https:// or http:// prefix): each read() is
+  // a request.
+  bool remote() const;
+  // A remote .bin: from now on read() fetches the whole block of `documents` documents holding
+  // its document (blocks counted from the source's document 0; this shard's first is the
+  // source's `first_document`), one request, and keeps it in the process's cache of blocks
+  // (DISTSAMPLER_S3_CACHE_MB, the block used furthest ahead dropped first), so that documents
+  // read near each other (a locality order, mix.h's SourceOrder) cost one request a block. A
+  // local .bin: nothing changes. Safe while other threads read.
   void read_in_blocks(uint64_t first_document, uint64_t documents) const;
-  // The name under which read() keeps `document`'s block in the cache (its object's URL and
-  // ETag, and the block's number), for plan-aware eviction (BlockUses); nullopt when this
+  // The name under which read() keeps `document`'s block in the cache (its file's URL and
+  // version, and the block's number), for plan-aware eviction (BlockUses); nullopt when this
   // shard is not read in blocks. Unchecked: `document` < documents().
   std::optional<std::pair<std::string, uint64_t>> block_of(uint64_t document) const;
   int token_bytes() const { return static_cast<int>(token_bytes_); }
@@ -116,21 +117,21 @@ class IndexedDataset {
 
   std::string prefix_;
   std::shared_ptr<const detail::PooledFile> entries_;  // the .idx, read with pread
-  std::shared_ptr<const detail::MappedFile> bin_;  // a local .bin
-  struct Remote;
-  std::shared_ptr<const Remote> remote_;  // an s3:// .bin, read by range
+  std::shared_ptr<const detail::ByteSource> bin_;  // the .bin (io/bytes.h): mapped, or remote
+  struct Blocks;
+  std::shared_ptr<const Blocks> blocks_;  // a remote .bin's blocks (read_in_blocks)
   std::string bin_path_;  // the .bin's path or URL, for errors
   std::shared_ptr<const detail::PageCachedRange> lengths_;  // sequence_lengths, for lengths()
   uint64_t pointers_offset_ = 0;  // of int64[sequences_] in the .idx; int32 lengths at offset 34
-  const unsigned char* tokens_ = nullptr;    // the .bin
+  const unsigned char* tokens_ = nullptr;    // the .bin's bytes when mapped, else nullptr
   uint64_t bin_bytes_ = 0;
   uint64_t sequences_ = 0;
   uint64_t token_bytes_ = 1;
   uint8_t dtype_code_ = 1;
 };
 
-// What this process has asked of object stores for s3:// sources (tests, benchmarks): requests
-// (each try of each counts) and the bytes their bodies returned.
+// What this process has asked of remote stores for s3://, https:// and http:// sources (tests,
+// benchmarks): requests (each try of each counts) and the bytes their bodies returned.
 struct ObjectStoreCounts {
   uint64_t requests = 0;
   uint64_t bytes = 0;
@@ -162,7 +163,7 @@ class IndexedSource {
   uint64_t check_read(uint64_t document, uint64_t begin, uint64_t end) const;
 
   const std::vector<IndexedDataset>& shards() const { return shards_; }
-  bool remote() const;  // whether some shard is an object store's
+  bool remote() const;  // whether some shard is a remote store's
   void read_in_blocks(uint64_t documents) const;  // IndexedDataset's, for every shard
   // IndexedDataset's, numbered across the shards; std::out_of_range past the end.
   std::optional<std::pair<std::string, uint64_t>> block_of(uint64_t document) const;

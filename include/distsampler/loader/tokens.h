@@ -168,13 +168,13 @@ void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& s
                      int64_t pad_token, TokenPositions positions, TokenRowsOut out);
 
 namespace detail {
-class S3BlockUses;
+class BlockUseList;
 }
 
-// Plan-aware eviction for the blocks of object-store sources read in blocks
+// Plan-aware eviction for the blocks of remote sources read in blocks
 // (IndexedSource::read_in_blocks): a reader tells the process's cache which blocks its rows of
 // each coming step read, and the step it reads now; the cache then drops the block whose next
-// use is furthest away (Belady's rule; s3.h). Blocks no step added names are dropped first. Local
+// use is furthest away (Belady's rule; src/io/block_cache.h). Blocks no step added names are dropped first. Local
 // sources, and sources not read in blocks, add nothing.
 class BlockUses {
  public:
@@ -192,7 +192,7 @@ class BlockUses {
   static uint64_t lookahead();
 
  private:
-  std::unique_ptr<detail::S3BlockUses> uses_;
+  std::unique_ptr<detail::BlockUseList> uses_;
 };
 
 }  // namespace distsampler
