@@ -199,6 +199,30 @@ void bind_tokens(py::module_& m) {
       "(cu_seqlens int32, max_seqlen) of rows of segment ids (loader/tokens.h's "
       "varlen_metadata)");
   m.def(
+      "token_loss_mask",
+      [](py::array_t<int64_t, py::array::c_style | py::array::forcecast> tokens,
+         py::array_t<int32_t, py::array::c_style | py::array::forcecast> segments,
+         bool mask_cross_document, std::optional<int64_t> eod_mask) {
+        if (tokens.ndim() != 2 || segments.ndim() != 2 || tokens.shape(0) != segments.shape(0) ||
+            tokens.shape(1) != segments.shape(1) || tokens.shape(1) < 1) {
+          throw std::invalid_argument("token_loss_mask: tokens and segments must be rows of one "
+                                      "shape [rows, seq_len + 1]");
+        }
+        const auto rows = static_cast<uint64_t>(tokens.shape(0));
+        const auto width = static_cast<uint64_t>(tokens.shape(1));
+        py::array_t<float> out({tokens.shape(0), tokens.shape(1) - 1});
+        {
+          py::gil_scoped_release release;
+          token_loss_mask(tokens.data(), segments.data(), rows, width,
+                          LossMaskRule{mask_cross_document, eod_mask}, out.mutable_data());
+        }
+        return out;
+      },
+      py::arg("tokens"), py::arg("segments"), py::arg("mask_cross_document") = false,
+      py::arg("eod_mask") = py::none(),
+      "float32 [rows, seq_len] loss mask of rows of seq_len + 1 tokens (loader/tokens.h's "
+      "token_loss_mask)");
+  m.def(
       "plan_feed_counts",
       [] {
         const PlanFeedCounts c = plan_feed_counts();

@@ -252,11 +252,12 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             step, sequences, tokens, positions, segments = plan.read_step(
                 self.world_size, self.rank, self.pad_token, self.positions, parts, not in_worker,
                 reader)
+            masks = self._loss_mask(tokens, segments)
             for i, j in enumerate(mine):
                 part = slice(i * self.micro_batch, (i + 1) * self.micro_batch)
                 rows, spans = torch.from_numpy(tokens[part]), torch.from_numpy(segments[part])
                 places = torch.from_numpy(positions[part])
-                mask = self._loss_mask(rows, spans)
+                mask = masks[part]
                 cu_seqlens, max_seqlen = varlen_metadata(spans[:, :-1])
                 numbers = torch.from_numpy(sequences[part].astype("int64"))
                 if in_worker:  # sent to the loop: one storage moves faster than six
@@ -270,13 +271,11 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                        "sequence": numbers, "step": int(step)}
             k += 1
 
-    def _loss_mask(self, rows: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
-        keep = spans[:, 1:] >= 0
-        if self.mask_cross_document:
-            keep &= spans[:, 1:] == spans[:, :-1]
-        if self.eod_mask_loss:
-            keep &= rows[:, :-1] != self.eod_token
-        return keep.float()
+    def _loss_mask(self, rows: Any, spans: Any) -> torch.Tensor:
+        """The step's loss mask, rows of seq_len + 1 (loader/tokens.h's token_loss_mask)."""
+        return torch.from_numpy(_core.token_loss_mask(
+            rows, spans, self.mask_cross_document,
+            self.eod_token if self.eod_mask_loss else None))
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = get_worker_info()

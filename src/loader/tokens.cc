@@ -373,6 +373,22 @@ void read_token_rows(const std::vector<std::shared_ptr<const IndexedLengths>>& s
       detail::remote_reads_in_flight());
 }
 
+void token_loss_mask(const int64_t* tokens, const int32_t* segments, uint64_t rows,
+                     uint64_t width, const LossMaskRule& rule, float* out) {
+  if (width == 0) throw std::invalid_argument("token_loss_mask: width = 0; allowed: >= 1");
+  const uint64_t labels = width - 1;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const int64_t* row = tokens + r * width;
+    const int32_t* spans = segments + r * width;
+    for (uint64_t t = 0; t < labels; ++t) {
+      bool keep = spans[t + 1] >= 0;
+      if (rule.mask_cross_document) keep = keep && spans[t + 1] == spans[t];
+      if (rule.eod_mask) keep = keep && row[t] != *rule.eod_mask;
+      out[r * labels + t] = keep ? 1.0f : 0.0f;
+    }
+  }
+}
+
 VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t width,
                                uint64_t row_stride) {
   VarlenMetadata out;

@@ -23,6 +23,8 @@ TESTS_ELSEWHERE = {
     "launch/mpi.h": "tests/dist/mpi_test.cc",
     # The Feistel order's versions, tested through FeistelPermutation (feistel.h).
     "libtorch/sampler.h": "tests/cpp/libtorch_sampler_test.cc",
+    # Header-only over the runtime: its test compares the example's batches with Python's.
+    "libtorch/tokens.h": "tests/dist/libtorch_tokens.py",
     "loader/data_loader.h": "tests/cpp/data_loader_test.cc",
     "loader/dataset.h": "tests/cpp/dataset_test.cc",
     "loader/idx.h": "tests/cpp/idx_test.cc",

@@ -146,6 +146,19 @@ struct VarlenMetadata {
 VarlenMetadata varlen_metadata(const int32_t* segments, uint64_t rows, uint64_t width,
                                uint64_t row_stride);
 
+// The loss mask of rows of `width` tokens (seq_len + 1: a row's inputs are its first width - 1
+// tokens, its labels the last width - 1), out[r * (width - 1) + t] for label t of row r: 1 unless
+// the label is padding (its segment id < 0), or, with `mask_cross_document`, it belongs to
+// another segment than its input (the next document's first token), or the input is
+// `eod_mask`'s token (Megatron's eod_mask_loss); 0 then. The one rule of every edge (Python's
+// TokenStream, libtorch/tokens.h). width >= 1.
+struct LossMaskRule {
+  bool mask_cross_document = false;
+  std::optional<int64_t> eod_mask;  // the end-of-document token whose next label is masked
+};
+void token_loss_mask(const int64_t* tokens, const int32_t* segments, uint64_t rows,
+                     uint64_t width, const LossMaskRule& rule, float* out);
+
 // Reads `sequences` of a plan over `sources` into rows of `width` tokens: from local files one span
 // after the other; when some source is in an object store (IndexedSource::remote()), every span
 // of the call at once, up to 16 requests in flight (detail::parallel_for), so that a step pays
