@@ -75,10 +75,9 @@ py::tuple python_edit(const TokenEdit& e) {
 TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
                               uint64_t global_batch, uint64_t seed, const std::string& packing,
                               uint64_t window, std::vector<double> split,
-                              const std::string& subset,
-                              const std::vector<std::pair<uint64_t, uint64_t>>& orders = {}) {
+                              const std::string& subset, std::vector<SourceOrder> orders = {}) {
   TokenPlanOptions o;
-  for (const auto& [block, window] : orders) o.orders.push_back(SourceOrder{block, window});
+  o.orders = std::move(orders);
   if (!split.empty()) o.split = SplitRule(std::move(split), "split").fractions();
   o.subset = parse_split(subset, "subset");
   o.weights = std::move(weights);
@@ -90,11 +89,53 @@ TokenPlanOptions make_options(std::vector<double> weights, uint64_t seq_len,
   return o;
 }
 
-// A plan's source orders as (block, window) pairs, as the constructor takes them.
+// A plan's source orders as (block, window) pairs, as a pickle holds them.
 using Orders = std::vector<std::pair<uint64_t, uint64_t>>;
 Orders orders_of(const TokenPlanOptions& o) {
   Orders out;
   for (const SourceOrder& s : o.orders) out.emplace_back(s.block, s.window);
+  return out;
+}
+std::vector<SourceOrder> source_orders(const Orders& pairs) {
+  std::vector<SourceOrder> out;
+  for (const auto& [block, window] : pairs) out.push_back(SourceOrder{block, window});
+  return out;
+}
+
+// A Python int as int64, clamped (a rule's check then names the value as out of range).
+int64_t clamped_int(const py::handle v) {
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (n == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : static_cast<int64_t>(n);
+}
+
+// TokenStream's `locality` (None, or per source None or (block, window)) converted; the values
+// are locality_order's to check (tokens/mix.h). Only the types are the binding's: a count is an
+// int, not a bool.
+std::vector<SourceOrder> locality_orders(const py::object& locality) {
+  std::vector<SourceOrder> out;
+  if (locality.is_none()) return out;
+  for (const py::handle item : locality) {
+    const std::string what =
+        "locality[" + std::to_string(out.size()) + "] = " + std::string(py::repr(item));
+    if (item.is_none()) {
+      out.push_back(SourceOrder{});
+      continue;
+    }
+    const auto count = [&](const py::handle v) {
+      if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr())) {
+        throw py::value_error(what + ": (block, window), two ints, or None");
+      }
+      return clamped_int(py::int_(py::reinterpret_borrow<py::object>(v)));
+    };
+    if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) ||
+        py::len(item) != 2) {
+      throw py::value_error(what + ": (block, window), two ints, or None");
+    }
+    const py::sequence pair = py::reinterpret_borrow<py::sequence>(item);
+    out.push_back(locality_order(count(pair[0]), count(pair[1]), what));
+  }
   return out;
 }
 
@@ -235,13 +276,7 @@ void bind_tokens(py::module_& m) {
       "descriptors served to other local ranks, feeds mapped from another process");
   m.def(
       "check_plan_ahead",
-      [](const py::int_& ahead) {
-        int overflow = 0;
-        const long long value = PyLong_AsLongLongAndOverflow(ahead.ptr(), &overflow);
-        TokenStreamRuntime::check_plan_ahead(overflow > 0   ? INT64_MAX
-                                             : overflow < 0 ? INT64_MIN
-                                                            : static_cast<int64_t>(value));
-      },
+      [](const py::int_& ahead) { TokenStreamRuntime::check_plan_ahead(clamped_int(ahead)); },
       py::arg("plan_ahead"),
       "ValueError naming plan_ahead unless it is in [1, 1024] (tokens/stream.h)");
   py::class_<TokenStreamRuntime>(m, "TokenPlan",
@@ -252,7 +287,7 @@ void bind_tokens(py::module_& m) {
                        uint64_t seed, const std::string& packing, uint64_t window,
                        const Changes& changes, const Ramps& ramps, const Appends& appends,
                        const Skips& skips, std::vector<double> split, const std::string& subset,
-                       std::optional<py::object> eod_token, bool append_eod, const Orders& orders) {
+                       std::optional<py::object> eod_token, bool append_eod, const py::object& orders) {
              // The id as the user wrote it, for the check every edge shares (parse_eod_token).
              std::optional<EodToken> eod;
              if (eod_token) {
@@ -261,7 +296,7 @@ void bind_tokens(py::module_& m) {
              return TokenStreamRuntime(
                  std::move(prefixes),
                  make_options(std::move(weights), seq_len, global_batch, seed, packing, window,
-                              std::move(split), subset, orders),
+                              std::move(split), subset, locality_orders(orders)),
                  token_edits(changes, ramps, appends, skips), eod);
            }),
            py::arg("prefixes"), py::arg("weights"), py::arg("seq_len"), py::arg("global_batch"),
@@ -269,7 +304,10 @@ void bind_tokens(py::module_& m) {
            py::arg("ramps") = Ramps{}, py::arg("appends") = Appends{}, py::arg("skips") = Skips{},
            py::arg("split") = std::vector<double>{}, py::arg("subset") = "train",
            py::arg("eod_token") = py::none(), py::arg("append_eod") = false,
-           py::arg("orders") = Orders{})
+           py::arg("orders") = py::none())
+      .def_property_readonly("latest_weights", &TokenStreamRuntime::latest_weights,
+                             "Per source (new ones included), its weight once every edit is in "
+                             "force: what an evaluation stream mixes by")
       .def_property_readonly("shards", &TokenStreamRuntime::shards,
                              "Per source (new ones included), its shard prefixes followed by "
                              "those its appends add, numbered as the plan numbers them")
@@ -354,7 +392,7 @@ void bind_tokens(py::module_& m) {
                              t[3].cast<uint64_t>(), t[4].cast<uint64_t>(),
                              t[5].cast<std::string>(), t[6].cast<uint64_t>(),
                              t[12].cast<std::vector<double>>(), t[13].cast<std::string>(),
-                             t.size() > 16 ? t[16].cast<Orders>() : Orders{}),
+                             source_orders(t.size() > 16 ? t[16].cast<Orders>() : Orders{})),
                 token_edits(t[8].cast<Changes>(), t[9].cast<Ramps>(), t[10].cast<Appends>(),
                             t[11].cast<Skips>()),
                 appended(t[14].cast<std::optional<uint64_t>>()));

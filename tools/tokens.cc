@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "distsampler/loader/tokens.h"
 #include "distsampler/tokens/plan.h"
+#include "distsampler/tokens/stream.h"
 
 namespace distsampler::cli {
 
@@ -95,7 +96,6 @@ namespace {
 struct Run {
   std::vector<std::vector<std::string>> prefixes;
   std::vector<TokenEdit> edits;
-  TokenRun opened;
   TokenPlanOptions options;
   std::optional<EodToken> eod;  // --append-eod
 };
@@ -175,15 +175,19 @@ Run parse_run(Flags& flags) {
       throw UsageError(what + ": expected SOURCE:BLOCK:WINDOW, e.g. 0:1000:32");
     }
     const uint64_t source = parse_u64(text.substr(0, a), what);
-    const SourceOrder order{parse_u64(text.substr(a + 1, b - a - 1), what),
-                            parse_u64(text.substr(b + 1), what)};
     if (source >= run.prefixes.size()) {
       throw UsageError(what + ": source " + std::to_string(source) + " of " +
                        std::to_string(run.prefixes.size()) + "; allowed: 0 to " +
                        std::to_string(run.prefixes.size() - 1));
     }
-    if (order.block < 1 || order.window < 1) {
-      throw UsageError(what + ": a block of at least 1 document and a window of at least 1 block");
+    const auto count = [&](const std::string& digits) {
+      return static_cast<int64_t>(std::min<uint64_t>(parse_u64(digits, what), INT64_MAX));
+    };
+    SourceOrder order;
+    try {
+      order = locality_order(count(text.substr(a + 1, b - a - 1)), count(text.substr(b + 1)), what);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
     run.options.orders.resize(run.prefixes.size());
     if (run.options.orders[source].block != 0) {
@@ -203,17 +207,17 @@ Run parse_run(Flags& flags) {
   return run;
 }
 
-TokenPlan make_plan(Run& run) {
+// The run's stream: tokens/stream.h's runtime, the one Python's TokenStream and the libtorch
+// adapter drive (opening the sources with the edits and the EOD id, open_token_run's checks).
+TokenStreamRuntime make_stream(const Run& run) {
   try {
-    run.opened = open_token_run(run.prefixes, run.edits, run.eod);
+    return TokenStreamRuntime(run.prefixes, run.options, run.edits, run.eod);
   } catch (const std::invalid_argument& e) {
     if (run.eod && std::string_view(e.what()).rfind(run.eod->parameter + " = ", 0) == 0) {
       throw UsageError(e.what());  // an id the sources' dtype cannot hold: the flag is wrong
     }
     throw;
   }
-  run.options.edits = run.opened.edits;
-  return TokenPlan(run.opened.sources, run.options);
 }
 
 std::pair<uint64_t, uint64_t> parse_steps(const std::string& text) {
@@ -234,10 +238,13 @@ int run_plan(Flags& flags, std::ostream& out) {
   run.options.subset = parse_split(flags.take_string("--subset", "train"), "--subset");
   flags.finish();
   rank_sequences(run.options.global_batch, world, rank, 0);  // the checks, before any work
-  TokenPlan plan = make_plan(run);
-  for (uint64_t step = 0; step <= last && !plan.exhausted(); ++step) {
-    const std::vector<PlannedSequence> mine = plan.next_step(world, rank);
-    if (step < first) continue;
+  TokenStreamRuntime stream = make_stream(run);
+  for (uint64_t step = 0; step <= last && !stream.exhausted(); ++step) {
+    if (step < first) {
+      stream.skip_step(world, rank);
+      continue;
+    }
+    const std::vector<PlannedSequence> mine = stream.plan_step(world, rank);
     for (const PlannedSequence& s : mine) {
       out << "{\"step\": " << step << ", \"rank\": " << rank << ", \"sequence\": " << s.index
           << ", \"spans\": [";
@@ -252,7 +259,7 @@ int run_plan(Flags& flags, std::ostream& out) {
   }
   if (!save.empty()) {
     std::ofstream file(save);
-    file << canonical_json(plan.state_dict(world)) << "\n";
+    file << canonical_json(stream.state_dict(world)) << "\n";
     if (!file.flush()) throw UsageError("--save " + save + ": cannot write");
   }
   return kExitOk;
@@ -310,7 +317,7 @@ int run_token_audit(Flags& flags, std::ostream& out) {
   const std::string sequences_path = flags.take_string("--sequences", "");
   flags.finish();
   if (paths.empty()) throw UsageError("missing required flag --state");
-  TokenPlan plan = make_plan(run);
+  TokenPlan plan = make_stream(run).plan();  // walked sequence by sequence below
   std::vector<Checkpoint> checkpoints;
   for (const std::string& path : paths) {
     TokenPlan probe = plan;  // checks the checksum and the configuration

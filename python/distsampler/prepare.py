@@ -288,13 +288,11 @@ def prepare(inputs: Sequence[str], output: str, tokenizer: str, *, field: str = 
 
 
 def _count(prefix: str) -> Tuple[int, int]:
-    """(documents, tokens) of a shard, from its .idx header and lengths."""
-    import numpy as np
-    with open(prefix + ".idx", "rb") as f:
-        header = f.read(34)
-        documents = int(np.frombuffer(header[18:26], "<u8")[0])
-        lengths = np.frombuffer(f.read(4 * documents), "<i4")
-    return documents, int(lengths.sum())
+    """(documents, tokens) of a shard, as the reader the streams use sees it (loader/indexed.h):
+    a shard it refuses is refused here."""
+    from . import _core
+    shard = _core.IndexedDataset(prefix)
+    return int(shard.documents), int(shard.total_tokens)
 
 
 def _write_json(path: str, value: Dict[str, Any]) -> None:

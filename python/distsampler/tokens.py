@@ -80,27 +80,6 @@ def _one_storage(*tensors: torch.Tensor) -> List[torch.Tensor]:
     return out
 
 
-def _locality(locality: Optional[Sequence[Optional[Tuple[int, int]]]],
-              sources: int) -> Optional[List[Optional[Tuple[int, int]]]]:
-    """TokenStream's ``locality``, checked: per source None or (block >= 1, window >= 1)."""
-    if locality is None:
-        return None
-    out: List[Optional[Tuple[int, int]]] = []
-    for s, o in enumerate(locality):
-        if o is None:
-            out.append(None)
-            continue
-        block, window = o
-        if isinstance(block, bool) or isinstance(window, bool) or int(block) < 1 or \
-                int(window) < 1:
-            raise ValueError(f"locality[{s}] = {o!r}: (block, window), a block of at least 1 "
-                             "document and a window of at least 1 block, or None")
-        out.append((int(block), int(window)))
-    if len(out) > sources:
-        raise ValueError(f"locality: {len(out)} given for {sources} sources; at most one each")
-    return out
-
-
 class TokenStream(IterableDataset):  # type: ignore[type-arg]
     """This rank's batches of a run's global sequence stream, step after step (endless).
 
@@ -190,7 +169,8 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             changes=list(changes),
             ramps=list(ramps), appends=[(st, so, _shards(p)) for st, so, p in appends],
             skips=list(skips), split=None if split is None else [float(f) for f in split],
-            planner=planner, plan_ahead=plan_ahead, locality=_locality(locality, len(sources)))
+            planner=planner, plan_ahead=plan_ahead,
+            locality=None if locality is None else list(locality))
         if append_eod and eod_token is None:
             raise ValueError("append_eod=True needs eod_token, the token id to append")
         self._plan = _core.TokenPlan(
@@ -199,7 +179,7 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             appends=[(step, source, _shards(p)) for step, source, p in appends],
             skips=list(skips), split=[] if split is None else [float(f) for f in split],
             subset=subset, eod_token=eod_token, append_eod=bool(append_eod),
-            orders=[(0, 1) if o is None else o for o in self._args["locality"] or ()])
+            orders=self._args["locality"])
         self.subset, self.single_pass = subset, subset != "train"
         if steps is not None and (not self.single_pass or steps <= 0):
             raise ValueError(f"steps = {steps}: a cap on an evaluation pass (subset 'valid' or "
@@ -328,11 +308,9 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         if subset == "train":
             raise ValueError("subset = 'train': an evaluation stream reads 'valid' or 'test'")
         a = dict(self._args)
-        weights = [w for _, w in a.pop("sources")]
-        latest = sorted([(c[0], list(c[1])) for c in a.pop("changes")] +
-                        [(r[0], list(r[2])) for r in a.pop("ramps")], key=lambda e: e[0])
-        if latest:
-            weights = latest[-1][1]
+        for edits in ("sources", "changes", "ramps"):  # the plan's latest weights hold them
+            a.pop(edits)
+        weights = self._plan.latest_weights
         a.pop("appends")  # the plan's shards hold them, numbered as the plan numbers them
         skipped = sorted({tuple(pair) for _, pairs in a.pop("skips") for pair in pairs})
         if global_batch is not None:

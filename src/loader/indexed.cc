@@ -29,10 +29,14 @@
 #include "distsampler/tokens/mix.h"
 #include "../io/block_cache.h"
 #include "../io/bytes.h"
-#include "../io/curl.h"
 #include "file.h"
+#include "indexed_internal.h"
 
 namespace distsampler {
+
+using detail::check_range;
+using detail::document_message;
+
 namespace {
 
 constexpr unsigned char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
@@ -75,20 +79,6 @@ T load(const unsigned char* p) {
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
-}
-
-std::string document_message(uint64_t document, uint64_t documents, const std::string& where) {
-  return "document = " + std::to_string(document) + " is out of range" + where +
-         "; allowed: document < documents() = " + std::to_string(documents);
-}
-
-void check_range(uint64_t document, uint64_t begin, uint64_t end, uint32_t length,
-                 const std::string& where) {
-  if (begin <= end && end <= length) return;
-  throw std::out_of_range("document = " + std::to_string(document) + ", begin = " +
-                          std::to_string(begin) + ", end = " + std::to_string(end) +
-                          ": out of range" + where + "; allowed: begin <= end <= length(" +
-                          std::to_string(document) + ") = " + std::to_string(length));
 }
 
 template <typename T>
@@ -156,16 +146,6 @@ std::optional<std::pair<std::string, uint64_t>> IndexedDataset::block_of(
 
 uint64_t IndexedDataset::block_number(uint64_t document, uint64_t per_block) const {
   return (blocks_->first_document.load(std::memory_order_relaxed) + document) / per_block;
-}
-
-std::optional<std::pair<std::string, uint64_t>> IndexedSource::block_of(
-    uint64_t document) const {
-  const Location at = locate(document);
-  return at.shard->block_of(at.document);
-}
-
-void IndexedSource::read_in_blocks(uint64_t documents) const {
-  for (size_t i = 0; i < shards_.size(); ++i) shards_[i].read_in_blocks(starts_[i], documents);
 }
 
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
@@ -545,120 +525,6 @@ void IndexedDataset::read(uint64_t document, uint64_t begin, uint64_t end, int64
 
 bool IndexedDataset::remote() const { return bin_->remote(); }
 
-bool IndexedSource::remote() const {
-  return std::any_of(shards_.begin(), shards_.end(),
-                     [](const IndexedDataset& shard) { return shard.remote(); });
-}
-
-ObjectStoreCounts object_store_counts() {
-  ObjectStoreCounts c;
-  c.requests = detail::http_requests();
-  c.bytes = detail::http_bytes_read();
-  const detail::BlockCacheCounts cache = detail::block_cache_counts();
-  c.block_hits = cache.hits;
-  c.block_fetches = cache.fetches;
-  c.cached_bytes = cache.bytes;
-  return c;
-}
-
-IndexedSource::IndexedSource(std::vector<std::string> prefixes) {
-  if (prefixes.empty()) {
-    throw std::invalid_argument("prefixes: empty; allowed: at least one prefix");
-  }
-  // The shards opened at once (a few header reads each: their latency paid once for all, not once
-  // per shard), then checked in order; the first failing shard's error.
-  std::vector<std::unique_ptr<IndexedDataset>> opened(prefixes.size());
-  detail::parallel_for(0, prefixes.size(), [&](size_t i) {
-    opened[i] = std::make_unique<IndexedDataset>(prefixes[i]);
-  });
-  shards_.reserve(prefixes.size());
-  starts_.reserve(prefixes.size() + 1);
-  starts_.push_back(0);
-  for (size_t i = 0; i < prefixes.size(); ++i) {
-    shards_.push_back(std::move(*opened[i]));
-    opened[i].reset();
-    const IndexedDataset& shard = shards_.back();
-    if (shard.dtype_name() != shards_.front().dtype_name()) {
-      throw std::invalid_argument(
-          "prefixes[" + std::to_string(i) + "] = '" + prefixes[i] + "' holds " +
-          std::string(shard.dtype_name()) + " tokens and prefixes[0] = '" + prefixes[0] +
-          "' holds " + std::string(shards_.front().dtype_name()) +
-          "; allowed: one dtype for all the shards");
-    }
-    uint64_t start, tokens;
-    if (__builtin_add_overflow(starts_.back(), shard.documents(), &start) ||
-        __builtin_add_overflow(total_tokens_, shard.total_tokens(), &tokens)) {
-      throw std::invalid_argument("prefixes: the shards up to prefixes[" + std::to_string(i) +
-                                  "] = '" + prefixes[i] +
-                                  "' hold more than 2^64 - 1 documents or tokens; allowed: fewer");
-    }
-    starts_.push_back(start);
-    total_tokens_ = tokens;
-  }
-}
-
-uint64_t IndexedSource::shard_start(size_t shard) const {
-  if (shard > shards_.size()) {
-    throw std::out_of_range("shard = " + std::to_string(shard) +
-                            " is out of range; allowed: shard <= shards().size() = " +
-                            std::to_string(shards_.size()));
-  }
-  return starts_[shard];
-}
-
-IndexedSource::Location IndexedSource::locate(uint64_t document) const {
-  if (document >= documents()) {
-    throw std::out_of_range(document_message(document, documents(), ""));
-  }
-  // The last shard starting at or before `document`; empty shards share their start with the next.
-  const size_t shard =
-      static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), document) -
-                          starts_.begin()) -
-      1;
-  return Location{&shards_[shard], document - starts_[shard]};
-}
-
-void IndexedSource::lengths(const uint64_t* documents, size_t n, uint32_t* out) const {
-  detail::lengths_by_part(starts_, documents, n, out,
-                          [&](size_t shard, const uint64_t* local, size_t count, uint32_t* into) {
-                            shards_[shard].lengths(local, count, into);
-                          });
-}
-
 bool IndexedDataset::wants_prefetch() const { return lengths_ && !lengths_->all_seen(); }
-
-bool IndexedSource::wants_prefetch() const {
-  if (all_seen_.load(std::memory_order_relaxed)) return false;
-  for (const IndexedDataset& shard : shards_) {
-    if (shard.wants_prefetch()) return true;
-  }
-  all_seen_.store(true, std::memory_order_relaxed);
-  return false;
-}
-
-void IndexedSource::prefetch(const uint64_t* documents, size_t n) const {
-  std::vector<uint32_t> unused(n);
-  detail::lengths_by_part(starts_, documents, n, unused.data(),
-                          [&](size_t shard, const uint64_t* local, size_t count, uint32_t*) {
-                            shards_[shard].prefetch(local, count);
-                          });
-}
-
-uint32_t IndexedSource::length(uint64_t document) const {
-  const Location at = locate(document);
-  return at.shard->length(at.document);
-}
-
-uint64_t IndexedSource::check_read(uint64_t document, uint64_t begin, uint64_t end) const {
-  const Location at = locate(document);
-  check_range(document, begin, end, at.shard->length(at.document), "");
-  return at.shard->check_read(at.document, begin, end);
-}
-
-void IndexedSource::read(uint64_t document, uint64_t begin, uint64_t end, int64_t* out) const {
-  const Location at = locate(document);
-  check_range(document, begin, end, at.shard->length(at.document), "");
-  at.shard->read(at.document, begin, end, out);
-}
 
 }  // namespace distsampler

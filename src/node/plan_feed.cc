@@ -38,12 +38,13 @@
 #include "distsampler/hash.h"
 #include "distsampler/state_dict.h"
 #include "node_order_internal.h"
+#include "plan_feed_internal.h"
 
 namespace distsampler {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x4453464545443031ull;  // "DSFEED01"
+constexpr uint64_t kMagic = 0x4453464545443032ull;  // "DSFEED02"
 constexpr uint64_t kHeaderWords = 512;              // one page
 constexpr uint64_t kAbsent = ~uint64_t{0};
 constexpr uint64_t kSpanWords = 5;
@@ -79,58 +80,6 @@ struct Header {
 };
 static_assert(sizeof(Header) <= kHeaderWords * 8, "the header fits its page");
 
-// The plan's state as words: sequence, skip, mix step, base, then counted lists of cursors (4
-// words), targets (2: low, high) and landings (4).
-std::vector<uint64_t> encode_state(const TokenPlanState& s) {
-  std::vector<uint64_t> w = {s.sequence, s.skip, s.mix.step, s.mix.base, s.mix.cursors.size()};
-  for (const SourceCursor& c : s.mix.cursors) {
-    w.insert(w.end(), {c.epoch, c.position, c.offset, c.consumed});
-  }
-  w.push_back(s.mix.targets.size());
-  for (const detail::Uint128& t : s.mix.targets) {
-    w.push_back(static_cast<uint64_t>(t));
-    w.push_back(static_cast<uint64_t>(t >> 64));
-  }
-  w.push_back(s.mix.landings.size());
-  for (const Landing& l : s.mix.landings) w.insert(w.end(), {l.edit, l.source, l.epoch, l.start});
-  return w;
-}
-
-// nullopt when the words are not a state (a torn read caught later, or a bug: never trusted).
-std::optional<TokenPlanState> decode_state(const std::vector<uint64_t>& w) {
-  size_t i = 0;
-  auto take = [&](uint64_t* v) {
-    if (i >= w.size()) return false;
-    *v = w[i++];
-    return true;
-  };
-  TokenPlanState s;
-  uint64_t n = 0;
-  if (!take(&s.sequence) || !take(&s.skip) || !take(&s.mix.step) || !take(&s.mix.base) ||
-      !take(&n) || n > (w.size() - i) / 4) {
-    return std::nullopt;
-  }
-  s.mix.cursors.resize(n);
-  for (SourceCursor& c : s.mix.cursors) {
-    take(&c.epoch), take(&c.position), take(&c.offset), take(&c.consumed);
-  }
-  if (!take(&n) || n > (w.size() - i) / 2) return std::nullopt;
-  s.mix.targets.resize(n);
-  for (detail::Uint128& t : s.mix.targets) {
-    uint64_t low = 0, high = 0;
-    take(&low), take(&high);
-    t = (static_cast<detail::Uint128>(high) << 64) | low;
-  }
-  if (!take(&n) || n != (w.size() - i) / 4 || (w.size() - i) % 4 != 0) return std::nullopt;
-  s.mix.landings.resize(n);
-  for (Landing& l : s.mix.landings) {
-    uint64_t source = 0;
-    take(&l.edit), take(&source), take(&l.epoch), take(&l.start);
-    l.source = static_cast<uint32_t>(source);
-  }
-  return s;
-}
-
 uint64_t config_key(const TokenPlan& plan) {
   return detail::node::hash_text(canonical_json(plan.config(~uint64_t{0})), kMagic);
 }
@@ -159,6 +108,8 @@ void check_plan(const TokenPlan& plan) {
 }
 
 }  // namespace
+
+void detail::count_feed_fallback() { g_fallback.fetch_add(1); }
 
 PlanFeedCounts plan_feed_counts() {
   return {g_planned.load(), g_read.load(), g_fallback.load(), g_served.load(),
@@ -221,7 +172,7 @@ void plan_into(PlanFeed::Ring& ring, TokenPlan plan, const std::atomic<bool>& st
       }
       if (stop.load()) return;
       const std::vector<PlannedSequence> sequences = plan.next_step_rows(h->rows_first, h->rows);
-      state = encode_state(plan.state());
+      state = token_state_words(plan.state());
       uint64_t spans = 0;
       for (const PlannedSequence& s : sequences) spans += s.spans.size();
       uint64_t* slot = ring.slot(step);
@@ -278,7 +229,7 @@ std::shared_ptr<PlanFeed> PlanFeed::start(const TokenPlan& plan, const PlanFeedO
                                 ", rows = " + std::to_string(options.rows) +
                                 ": sequences of a step of " + std::to_string(batch));
   }
-  const uint64_t state_words = encode_state(plan.state()).size();
+  const uint64_t state_words = token_state_words(plan.state()).size();
   const uint64_t state_capacity = 2 * state_words + 256;  // edits add landings
   const uint64_t max_spans =
       (PlanFeedOptions::kMaxSlotBytes / 8 - 3 - rows - state_capacity) / kSpanWords;
@@ -431,7 +382,7 @@ bool PlanFeed::read(uint64_t step, uint64_t first, uint64_t count, bool spans, S
     sequences.clear();
   }
   if (load(&slot[0]) != 2 * step + 2) return false;  // overwritten while read
-  std::optional<TokenPlanState> after = decode_state(state);
+  std::optional<TokenPlanState> after = token_state_from_words(state);
   if (!after || after->sequence != (step + 1) * batch) return false;
   out->sequences = std::move(sequences);
   out->after = std::move(*after);
@@ -542,82 +493,5 @@ std::shared_ptr<PlanFeed> PlanFeed::for_node(const TokenPlan& plan, const NodeGr
 }
 
 // --- a plan read from a feed --------------------------------------------------------------------
-
-FedTokenPlan::FedTokenPlan(std::shared_ptr<TokenPlan> plan, std::shared_ptr<PlanFeed> feed)
-    : plan_(std::move(plan)), feed_(std::move(feed)) {
-  if (!plan_) throw std::invalid_argument("FedTokenPlan: no plan");
-  if (plan_->sequence() % plan_->options().global_batch != 0) {
-    throw std::invalid_argument("FedTokenPlan: the plan stands inside a step");
-  }
-  step_ = plan_->step();
-  state_ = plan_->state();
-}
-
-bool FedTokenPlan::from_feed(uint64_t first, uint64_t count, bool spans,
-                             std::vector<PlannedSequence>* out) {
-  if (!feed_) return false;
-  PlanFeed::Step got;
-  if (!feed_->read(step_, first, count, spans, &got)) {
-    g_fallback.fetch_add(1);
-    return false;
-  }
-  *out = std::move(got.sequences);
-  state_ = std::move(got.after);
-  ++step_;
-  plan_at_state_ = false;
-  return true;
-}
-
-TokenPlan& FedTokenPlan::plan() {
-  if (!plan_at_state_) {
-    plan_->load(state_);
-    plan_at_state_ = true;
-  }
-  return *plan_;
-}
-
-void FedTokenPlan::load(const TokenPlanState& state) {
-  if (state.sequence % plan_->options().global_batch != 0) {
-    throw std::invalid_argument("state sequence = " + std::to_string(state.sequence) +
-                                ": inside a step of " +
-                                std::to_string(plan_->options().global_batch));
-  }
-  plan_->load(state);
-  state_ = state;
-  step_ = plan_->step();
-  plan_at_state_ = true;
-}
-
-std::vector<PlannedSequence> FedTokenPlan::next_step(uint64_t world_size, uint64_t rank) {
-  const RankSequences mine =
-      rank_sequences(plan_->options().global_batch, world_size, rank, step_);
-  std::vector<PlannedSequence> out;
-  if (from_feed(mine.first - step_ * plan_->options().global_batch, mine.count, true, &out)) {
-    return out;
-  }
-  out = plan().next_step(world_size, rank);
-  state_ = plan_->state();
-  ++step_;
-  return out;
-}
-
-void FedTokenPlan::advance(const TokenPlanState& after) {
-  if (after.sequence != (step_ + 1) * plan_->options().global_batch) {
-    throw std::invalid_argument("advance: a state at sequence " +
-                                std::to_string(after.sequence) + ", not after step " +
-                                std::to_string(step_));
-  }
-  state_ = after;
-  ++step_;
-  plan_at_state_ = false;
-}
-
-void FedTokenPlan::skip_step() {
-  std::vector<PlannedSequence> none;
-  if (from_feed(0, 0, false, &none)) return;
-  plan().next_step(1, 0);
-  state_ = plan_->state();
-  ++step_;
-}
 
 }  // namespace distsampler

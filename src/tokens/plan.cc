@@ -96,9 +96,18 @@ DictValue edit_config(const MixEdit& e) {
   return out;
 }
 
-DictValue wide(detail::Uint128 value) {  // [high, low] 64-bit halves
-  return DictValue::list({DictValue::integer(static_cast<uint64_t>(value >> 64)),
-                          DictValue::integer(static_cast<uint64_t>(value))});
+// A mix target's 64-bit halves, in the order both codecs store them: high, then low.
+struct WideHalves {
+  uint64_t high = 0, low = 0;
+};
+WideHalves halves(detail::Uint128 value) {
+  return {static_cast<uint64_t>(value >> 64), static_cast<uint64_t>(value)};
+}
+detail::Uint128 wide_of(WideHalves h) { return (static_cast<detail::Uint128>(h.high) << 64) | h.low; }
+
+DictValue wide(detail::Uint128 value) {
+  const WideHalves h = halves(value);
+  return DictValue::list({DictValue::integer(h.high), DictValue::integer(h.low)});
 }
 
 uint64_t entry_u64(const DictValue& value, const std::string& name) {
@@ -111,15 +120,10 @@ uint64_t entry_u64(const DictValue& value, const std::string& name) {
 
 }  // namespace
 
-std::string_view to_string(Packing packing) {
-  return packing == Packing::kConcat ? "concat" : "best-fit";
-}
+std::string_view to_string(Packing packing) { return detail::variant_name(kPackings, packing); }
 
 Packing parse_packing(std::string_view text, std::string_view parameter) {
-  if (text == "concat") return Packing::kConcat;
-  if (text == "best-fit") return Packing::kBestFit;
-  invalid(std::string(parameter) + " = '" + std::string(text) +
-          "'; allowed: 'concat' (Megatron's concat-then-split) or 'best-fit'");
+  return detail::parse_variant(kPackings, text, parameter, "a packing").value;
 }
 
 uint64_t PlannedSequence::tokens() const {
@@ -447,7 +451,7 @@ void TokenPlan::load_state_dict(const DictValue& state) {
     s.mix.step = entry_u64(*step, "position['mix']['step']");
     s.mix.base = entry_u64(*base, "position['mix']['base']");
     for (const auto& t : list_of(mix->find("targets"), "targets", 2)) {
-      s.mix.targets.push_back((static_cast<detail::Uint128>(t[0]) << 64) | t[1]);
+      s.mix.targets.push_back(wide_of({t[0], t[1]}));
     }
     for (const auto& l : list_of(mix->find("landings"), "landings", 4)) {
       if (l[1] >= Mixer::kMaxSources) invalid("state position['mix']['landings']: bad source");
@@ -469,6 +473,56 @@ void TokenPlan::load_state_dict(const DictValue& state) {
                                      entry_u64(c.items[3], name + "[3]")});
   }
   load(s);
+}
+
+// The state as words (plan.h: the layout, beside the dict codec above).
+std::vector<uint64_t> token_state_words(const TokenPlanState& s) {
+  std::vector<uint64_t> w = {s.sequence, s.skip, s.mix.step, s.mix.base, s.mix.cursors.size()};
+  for (const SourceCursor& c : s.mix.cursors) {
+    w.insert(w.end(), {c.epoch, c.position, c.offset, c.consumed});
+  }
+  w.push_back(s.mix.targets.size());
+  for (const detail::Uint128& t : s.mix.targets) {
+    const WideHalves h = halves(t);
+    w.insert(w.end(), {h.high, h.low});
+  }
+  w.push_back(s.mix.landings.size());
+  for (const Landing& l : s.mix.landings) w.insert(w.end(), {l.edit, l.source, l.epoch, l.start});
+  return w;
+}
+
+std::optional<TokenPlanState> token_state_from_words(const std::vector<uint64_t>& w) {
+  size_t i = 0;
+  auto take = [&](uint64_t* v) {
+    if (i >= w.size()) return false;
+    *v = w[i++];
+    return true;
+  };
+  TokenPlanState s;
+  uint64_t n = 0;
+  if (!take(&s.sequence) || !take(&s.skip) || !take(&s.mix.step) || !take(&s.mix.base) ||
+      !take(&n) || n > (w.size() - i) / 4) {
+    return std::nullopt;
+  }
+  s.mix.cursors.resize(n);
+  for (SourceCursor& c : s.mix.cursors) {
+    take(&c.epoch), take(&c.position), take(&c.offset), take(&c.consumed);
+  }
+  if (!take(&n) || n > (w.size() - i) / 2) return std::nullopt;
+  s.mix.targets.resize(n);
+  for (detail::Uint128& t : s.mix.targets) {
+    WideHalves h;
+    take(&h.high), take(&h.low);
+    t = wide_of(h);
+  }
+  if (!take(&n) || n != (w.size() - i) / 4 || (w.size() - i) % 4 != 0) return std::nullopt;
+  s.mix.landings.resize(n);
+  for (Landing& l : s.mix.landings) {
+    uint64_t source = 0;
+    take(&l.edit), take(&source), take(&l.epoch), take(&l.start);
+    l.source = static_cast<uint32_t>(source);
+  }
+  return s;
 }
 
 }  // namespace distsampler

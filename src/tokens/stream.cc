@@ -327,4 +327,8 @@ StreamStep TokenStreamRuntime::read_step(uint64_t world_size, uint64_t rank, int
   return out;
 }
 
+std::vector<double> TokenStreamRuntime::latest_weights() const {
+  return plan_->mixer().weights_at(UINT64_MAX);
+}
+
 }  // namespace distsampler

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -232,6 +233,24 @@ TEST(PlanTest, AStateResumesTheStreamOnAnyWorldSize) {
         }
       }
     }
+  }
+}
+
+TEST(PlanTest, TheStatesWordsRoundTripWithTargetsInTheDictsOrder) {
+  TokenPlanState s;
+  s.sequence = 41, s.skip = 3, s.mix.step = 9, s.mix.base = 1234;
+  s.mix.cursors = {SourceCursor{1, 2, 3, 4}, SourceCursor{5, 6, 7, 8}};
+  s.mix.targets = {(detail::Uint128{11} << 64) | 22, (detail::Uint128{33} << 64) | 44};
+  s.mix.landings = {Landing{0, 1, 2, 3}};
+  const std::vector<uint64_t> words = token_state_words(s);
+  // The targets' halves as the checkpoint's dict stores them: [high, low].
+  const std::vector<uint64_t> targets(words.begin() + 13, words.begin() + 18);
+  EXPECT_EQ(targets, (std::vector<uint64_t>{2, 11, 22, 33, 44}));
+  const std::optional<TokenPlanState> back = token_state_from_words(words);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(*back == s);
+  for (size_t cut : {size_t{0}, size_t{4}, words.size() - 1}) {  // torn: never a state
+    EXPECT_FALSE(token_state_from_words({words.begin(), words.begin() + cut}).has_value());
   }
 }
 

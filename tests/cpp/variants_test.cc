@@ -16,6 +16,7 @@
 #include "distsampler/feistel.h"
 #include "distsampler/order.h"
 #include "distsampler/state.h"
+#include "distsampler/tokens/plan.h"
 #include "distsampler/torch_random.h"
 
 namespace distsampler {
@@ -79,6 +80,21 @@ TEST(Variants, TablesHaveUniqueValuesNamesAndCodes) {
   expect_unique(kOrderKinds, "kOrderKinds");
   expect_unique(kRandpermVariants, "kRandpermVariants");
   expect_unique(kFeistelVersions, "kFeistelVersions");
+  expect_unique(kPackings, "kPackings");
+  expect_unique(kSplits, "kSplits");
+}
+
+TEST(Variants, EveryPackingAndSubsetRoundTripsAndOthersAreRefused) {
+  for (const VariantRow<Packing>& row : kPackings) {
+    EXPECT_EQ(to_string(row.value), row.name);
+    EXPECT_EQ(parse_packing(row.name), row.value);
+  }
+  for (const VariantRow<Split>& row : kSplits) {
+    EXPECT_EQ(to_string(row.value), row.name);
+    EXPECT_EQ(parse_split(row.name), row.value);
+  }
+  EXPECT_THROW(parse_packing("bestfit"), std::invalid_argument);
+  EXPECT_THROW(parse_split("validation"), std::invalid_argument);
 }
 
 TEST(Variants, EveryOrderKindRoundTrips) {

@@ -72,7 +72,7 @@ def test_the_split_follows_the_fractions_and_names_bad_ones(corpus):
         split_of((1, -1), 0, 0)
     with pytest.raises(ValueError, match="1 to 3 allowed"):
         stream(corpus[0], split=(1, 1, 1, 1))
-    with pytest.raises(ValueError, match="subset = 'validation'; allowed: 'train', 'valid'"):
+    with pytest.raises(ValueError, match="subset = 'validation' is not a subset; allowed: train, valid, test"):
         stream(corpus[0], subset="validation")
     with pytest.raises(ValueError, match="steps = 4: a cap on an evaluation pass"):
         stream(corpus[0], steps=4)
@@ -243,4 +243,4 @@ def test_the_cli_plans_the_same_evaluation_pass_and_audits_a_split_run(corpus, c
     bad = cli(*cli_args(sources, split="90,x"), check=False)
     assert bad.returncode == 2 and "--split 90,x: 'x' is not a number" in bad.stderr, bad.stderr
     bad = cli(*cli_args(sources, "--subset", "dev"), check=False)
-    assert bad.returncode == 2 and "--subset = 'dev'; allowed" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "--subset = 'dev' is not a subset; allowed: train, valid, test" in bad.stderr, bad.stderr

@@ -32,6 +32,7 @@
 #include "distsampler/feistel.h"
 #include "distsampler/hash.h"  // detail::Uint128
 #include "distsampler/policies/shards.h"
+#include "distsampler/variants.h"
 
 namespace distsampler {
 
@@ -121,6 +122,12 @@ void lengths_by_part(const std::vector<uint64_t>& starts, const uint64_t* docume
 // 32 bits of hash_at(derive_key(0, s, kDomainTokensSplit), d) are below bounds[0], in validation
 // below bounds[1], in test otherwise.
 enum class Split : uint8_t { kTrain, kValidation, kTest };
+// The subsets by name (--subset, Python's subset=, the checkpoint's config): one row each.
+inline constexpr VariantRow<Split> kSplits[] = {
+    {Split::kTrain, "train", 0},
+    {Split::kValidation, "valid", 1},
+    {Split::kTest, "test", 2},
+};
 std::string_view to_string(Split split);  // "train", "valid", "test"
 // Throws std::invalid_argument naming `parameter`, the text and the allowed names.
 Split parse_split(std::string_view text, std::string_view parameter = "subset");
@@ -182,8 +189,10 @@ struct MixEdit {
   enum class Kind { kWeights, kAppend, kSkip };
   Kind kind = Kind::kWeights;
   uint64_t step = 0;
-  // kWeights: one weight per source (new ones included). until == step: the weights from `step`
-  // on; until > step: a linear ramp from the weights in force at `step` to these at `until`.
+  // kWeights: one weight per source (new ones included). until <= step (the default 0 too): the
+  // weights from `step` on; until > step: a linear ramp from the weights in force at `step` to
+  // these at `until`. So no MixEdit is a bad ramp: the rule that a ramp a user writes ends after
+  // it starts is weights_edit's (loader/tokens.h), the one constructor of both edges' ramps.
   std::vector<double> weights;
   uint64_t until = 0;
   // kAppend: `documents` join source `source`, numbered after its own, and the unread rest of
@@ -221,6 +230,12 @@ struct SourceOrder {
   bool operator==(const SourceOrder& o) const { return block == o.block && window == o.window; }
 };
 
+// The one check of a locality order as its user gives it (TokenStream's locality[s], the CLI's
+// --locality S:BLOCK:WINDOW, a C++ plan's orders[s] with a block): a block of at least 1 document
+// and a window of at least 1 block; std::invalid_argument naming `what`, the values and what is
+// allowed otherwise.
+SourceOrder locality_order(int64_t block, int64_t window, const std::string& what);
+
 // The mixer's state: O(sources + edits).
 struct MixState {
   std::vector<SourceCursor> cursors;
@@ -257,12 +272,16 @@ class Mixer {
   // A single pass marks a source that has read its last document with cursor epoch 1; pieces
   // come from the sources not yet done (by WF2Q while one is eligible, else the earliest finish).
   // `orders`: per source its SourceOrder (empty, or missing for a source: the global shuffle);
-  // std::invalid_argument naming orders[s] for a window of 0 with a block, or more orders than
-  // sources.
+  // std::invalid_argument for an order with a block that locality_order refuses, or more orders
+  // than sources.
   Mixer(std::vector<std::shared_ptr<const DocumentLengths>> sources, std::vector<double> weights,
         uint64_t seed, uint64_t piece_tokens, std::vector<MixEdit> edits = {},
         Holdout holdout = {}, std::vector<SourceOrder> orders = {});
   const std::vector<SourceOrder>& orders() const { return orders_; }
+  // The weights in force at plan step `step` (new sources included; inside a ramp, the linear
+  // blend of its normalized ends): the one owner of the mix at a step, which the quotas come from
+  // and an evaluation stream mixes by (at UINT64_MAX, every edit in force).
+  std::vector<double> weights_at(uint64_t step) const;
 
   // Whether edits take effect by plan step `step`, and applying them (no piece is drawn between
   // the two: the plan calls them before its next draw).
@@ -352,7 +371,6 @@ class Mixer {
     uint64_t next_change = 0;
   };
   Config config_at(uint64_t step) const;
-  std::vector<double> weights_at(uint64_t step) const;
   uint64_t first_documents(uint32_t source) const;  // documents it started with
   EpochOrder order_of(uint32_t source, uint64_t epoch, const std::vector<Landing>& landings,
                       const DocumentLengths& lengths) const;

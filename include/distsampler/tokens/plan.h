@@ -32,10 +32,16 @@
 
 #include "distsampler/state_dict.h"
 #include "distsampler/tokens/mix.h"
+#include "distsampler/variants.h"
 
 namespace distsampler {
 
 enum class Packing { kConcat, kBestFit };
+// The packings by name (--packing, Python's packing=, the checkpoint's config): one row each.
+inline constexpr VariantRow<Packing> kPackings[] = {
+    {Packing::kConcat, "concat", 0},  // Megatron's concat-then-split
+    {Packing::kBestFit, "best-fit", 1},
+};
 std::string_view to_string(Packing packing);  // "concat", "best-fit"
 // Throws std::invalid_argument naming `parameter`, the text and the allowed names.
 Packing parse_packing(std::string_view text, std::string_view parameter = "packing");
@@ -96,6 +102,14 @@ struct TokenPlanState {
     return sequence == o.sequence && mix == o.mix && skip == o.skip;
   }
 };
+
+// TokenPlanState as words, for a plan feed's shared memory (node/plan_feed.h): sequence, skip,
+// mix step, base, then counted lists of cursors (4 words: epoch, position, offset, consumed),
+// targets (2: high, low, as the checkpoint's dict stores them) and landings (4). Both codecs of
+// the state live in plan.cc (its dict: TokenPlan::state_dict), so its layout has one owner.
+// token_state_from_words: nullopt when the words are not a state (never trusted).
+std::vector<uint64_t> token_state_words(const TokenPlanState& s);
+std::optional<TokenPlanState> token_state_from_words(const std::vector<uint64_t>& w);
 
 // The sequences [first, first + count) rank `rank` of `world_size` reads at `step`. Throws
 // std::invalid_argument naming the parameter when world_size is 0, rank >= world_size, or the

@@ -122,6 +122,13 @@ class TokenStreamRuntime {
   // Per source (new ones included), its shards followed by those its appends add, numbered as
   // the plan numbers them.
   const std::vector<std::vector<std::string>>& shards() const { return shards_; }
+  // Per source (new ones included), its weight once every edit is in force (Mixer::weights_at):
+  // what an evaluation stream of this one mixes by.
+  std::vector<double> latest_weights() const;
+
+  // The plan at the stream's position (brought there from the feed first): for an inspector
+  // that walks it sequence by sequence (the CLI's `tokens audit`), never a second stream.
+  const TokenPlan& plan() { return synced(); }
 
   // Checks `ahead` for start_feed (the one owner of the plan_ahead rule): throws
   // std::invalid_argument naming `plan_ahead`, the value and the range.
