@@ -391,17 +391,6 @@ Mixer::EpochOrder Mixer::order_of(uint32_t source, uint64_t epoch,
   return order;
 }
 
-bool Mixer::skipped(uint32_t source, uint64_t document) const {
-  for (size_t i = 0; i < applied_; ++i) {
-    const MixEdit& e = edits_[i];
-    if (e.kind == MixEdit::Kind::kSkip &&
-        std::binary_search(e.skip.begin(), e.skip.end(), std::make_pair(source, document))) {
-      return true;
-    }
-  }
-  return false;
-}
-
 uint64_t Mixer::document_at(uint32_t source, uint64_t epoch, uint64_t position) const {
   if (epoch == mix_.cursors[source].epoch) return live_[source].order.at(position);
   return order_of(source, epoch, mix_.landings, *sources_[source]).at(position);
@@ -428,71 +417,6 @@ void Mixer::prefetch_next() const {
     documents.resize(std::min(kFirstReadAhead, size - position));
     live_[s].order.gather(position, documents.size(), documents.data());
     sources_[s]->prefetch(documents.data(), documents.size());
-  }
-}
-
-void Mixer::look(uint32_t source, uint64_t position) {
-  Live& live = live_[source];
-  uint64_t i = position - live.ahead_from;
-  if (position < live.ahead_from || i >= live.ahead.size()) {
-    const uint64_t limit = std::clamp<uint64_t>(kReadAheadEntries / live_.size(), kFirstReadAhead,
-                                                kMaxReadAhead);
-    live.window = live.window == 0 ? kFirstReadAhead : std::min(2 * live.window, limit);
-    const uint64_t count = std::min(live.window, live.order.size() - position);
-    live.ahead_documents.resize(count);
-    live.order.gather(position, count, live.ahead_documents.data());
-    live.ahead.resize(count);
-    sources_[source]->lengths(live.ahead_documents.data(), count, live.ahead.data());
-    live.ahead_from = position;
-    i = 0;
-    // The next read's documents, to be read in the background meanwhile.
-    const uint64_t after =
-        std::min(std::min(2 * live.window, limit), live.order.size() - (position + count));
-    if (after > 0 && sources_[source]->wants_prefetch()) {
-      thread_local std::vector<uint64_t> next;
-      next.resize(after);
-      live.order.gather(position + count, after, next.data());
-      sources_[source]->prefetch(next.data(), after);
-    }
-  }
-  live.document = live.ahead_documents[i];
-  const uint32_t length = live.ahead[i];
-  live.length = length != DocumentLengths::kAskAlone ? length
-                                                     : sources_[source]->length(live.document);
-}
-
-void Mixer::settle(uint32_t source) {
-  SourceCursor& c = mix_.cursors[source];
-  Live& live = live_[source];
-  for (uint64_t visited = 0;; ++visited) {
-    // A whole epoch of empty (or skipped) documents visited, the rest of this one and all of the
-    // next: the lengths contradict total_tokens().
-    if (visited > live.order.size() && visited > 2 * sources_[source]->documents() + 1) {
-      throw std::runtime_error("sources[" + std::to_string(source) + "]: every document is " +
-                               "empty or skipped, but its total_tokens() = " +
-                               std::to_string(sources_[source]->total_tokens()));
-    }
-    if (c.position == live.order.size()) {
-      if (holdout_.single_pass) {  // done: epoch 1 marks it
-        c.epoch = 1;
-        c.position = 0;
-        c.offset = 0;
-        live.document = 0;
-        live.length = 0;
-        return;
-      }
-      ++c.epoch;
-      c.position = 0;
-      c.offset = 0;
-      live.set_order(order_of(source, c.epoch, mix_.landings, *sources_[source]));
-    }
-    look(source, c.position);
-    if (c.offset < live.length && holdout_.reads(source, live.document) &&
-        !(c.offset == 0 && skipped(source, live.document))) {
-      return;
-    }
-    ++c.position;  // the document is done (or empty, or skipped)
-    c.offset = 0;
   }
 }
 
