@@ -287,7 +287,8 @@ void bind_tokens(py::module_& m) {
                        uint64_t seed, const std::string& packing, uint64_t window,
                        const Changes& changes, const Ramps& ramps, const Appends& appends,
                        const Skips& skips, std::vector<double> split, const std::string& subset,
-                       std::optional<py::object> eod_token, bool append_eod, const py::object& orders) {
+                       std::optional<py::object> eod_token, bool append_eod,
+                       const py::object& orders) {
              // The id as the user wrote it, for the check every edge shares (parse_eod_token).
              std::optional<EodToken> eod;
              if (eod_token) {

@@ -18,7 +18,9 @@ using Wide = unsigned __int128;
 using SignedWide = __int128;
 constexpr uint64_t kQuotaTotal = uint64_t{1} << Mixer::kQuotaBits;
 
-[[noreturn]] inline void invalid(const std::string& message) { throw std::invalid_argument(message); }
+[[noreturn]] inline void invalid(const std::string& message) {
+  throw std::invalid_argument(message);
+}
 
 // A double as the user's value, exactly (17 significant digits).
 inline std::string number(double value) {

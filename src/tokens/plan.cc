@@ -103,7 +103,9 @@ struct WideHalves {
 WideHalves halves(detail::Uint128 value) {
   return {static_cast<uint64_t>(value >> 64), static_cast<uint64_t>(value)};
 }
-detail::Uint128 wide_of(WideHalves h) { return (static_cast<detail::Uint128>(h.high) << 64) | h.low; }
+detail::Uint128 wide_of(WideHalves h) {
+  return (static_cast<detail::Uint128>(h.high) << 64) | h.low;
+}
 
 DictValue wide(detail::Uint128 value) {
   const WideHalves h = halves(value);
