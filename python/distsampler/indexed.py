@@ -32,11 +32,20 @@ class IndexedWriter:
                              f"{', '.join(sorted(str(d) for d in DTYPE_CODES))}")
         self.prefix = os.fspath(prefix)
         self.lengths: List[int] = []
+        self.document_indices: List[int] = [0]  # the sequence after each document
         self._bin = open(self.prefix + ".bin", "wb")
 
     def add_document(self, tokens: Sequence[int]) -> None:
         self._bin.write(np.asarray(tokens, dtype=self.dtype).tobytes())
         self.lengths.append(len(tokens))
+        self.document_indices.append(len(self.lengths))
+
+    def add_empty_document(self) -> None:
+        """A document of no sequence, as Megatron-LM's tools/preprocess_data.py writes an empty
+        text (its builder's add_document with no lengths): document_indices repeats its last
+        entry, and readers that count sequences (ours, megatron-core's GPT datasets) never see
+        it. add_document([]) instead writes a sequence of 0 tokens."""
+        self.document_indices.append(len(self.lengths))
 
     def finish(self) -> None:
         self._bin.close()
@@ -46,10 +55,11 @@ class IndexedWriter:
         with open(self.prefix + ".idx", "wb") as f:
             f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) +
                     struct.pack("<B", DTYPE_CODES[self.dtype]))
-            f.write(struct.pack("<Q", len(lengths)) + struct.pack("<Q", len(lengths) + 1))
+            f.write(struct.pack("<Q", len(lengths)) +
+                    struct.pack("<Q", len(self.document_indices)))
             f.write(lengths.astype(np.int32).tobytes())
             f.write(pointers.tobytes())
-            f.write(np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
+            f.write(np.asarray(self.document_indices, np.int64).tobytes())
 
     def close(self) -> None:
         """Closes the .bin without writing the .idx (a writer given up)."""

@@ -64,6 +64,7 @@ def _texts(path: str, field: str) -> Iterator[Tuple[str, str]]:
             if not isinstance(record[field], str):
                 raise PrepareError(f"{where}: field '{field}' is {type(record[field]).__name__}, "
                                    "not a string")
+            _check_text(record[field], where, field)
             count += 1
             yield where, record[field]
         if count == 0:
@@ -73,6 +74,17 @@ def _texts(path: str, field: str) -> Iterator[Tuple[str, str]]:
     else:
         raise PrepareError(f"{path}: the format of '.{suffix}' files is unknown; allowed: "
                            ".jsonl (.json, .ndjson), .parquet, .txt (.text, .md)")
+
+
+def _check_text(text: str, where: str, field: str) -> None:
+    """PrepareError for a string no UTF-8 can hold (a lone surrogate, which JSON's \\uD800
+    escapes can spell)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise PrepareError(f"{where}: field '{field}' holds a lone surrogate "
+                           f"(U+{ord(text[e.start]):04X} at character {e.start + 1}); not "
+                           "text") from None
 
 
 def _utf8(raw: bytes, path: str, first_line: int) -> str:
@@ -144,6 +156,9 @@ def _make_shard(job: Tuple[str, str, int, Dict[str, Any]]) -> Tuple[int, int, in
         def flush() -> None:
             nonlocal documents, tokens
             for encoding in tokenizer.encode_batch(batch, add_special_tokens=False):
+                if not encoding.ids:  # no sequence and no EOD: preprocess_data.py's rule
+                    writer.add_empty_document()
+                    continue
                 ids = encoding.ids + ([eod] if eod is not None else [])
                 writer.add_document(ids)
                 documents += 1
@@ -189,13 +204,18 @@ def _sha256(path: str) -> str:
 
 
 def _eod_id(tokenizer: Any, eod: Optional[str]) -> Optional[int]:
+    """--eod as an id: digits are an id (below the vocabulary's size), anything else a token of
+    the vocabulary (a token spelled in digits is named by its id)."""
     if eod is None:
         return None
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if eod.isascii() and eod.isdigit():
+        if int(eod) < size:
+            return int(eod)
+        raise PrepareError(f"--eod {eod}: an id, below the vocabulary's size {size}")
     found = tokenizer.token_to_id(eod)
     if found is not None:
         return int(found)
-    if eod.isdigit() and int(eod) < tokenizer.get_vocab_size(with_added_tokens=True):
-        return int(eod)
     raise PrepareError(f"--eod {eod}: neither a token of the tokenizer's vocabulary nor an id "
                        f"below its size {tokenizer.get_vocab_size(with_added_tokens=True)}")
 
@@ -243,13 +263,25 @@ def prepare(inputs: Sequence[str], output: str, tokenizer: str, *, field: str = 
     config = {"tokenizer": os.path.abspath(tokenizer), "tokenizer_sha256": _sha256(tokenizer),
               "vocab_size": vocab, "dtype": dtype.__name__, "field": field, "eod": eod,
               "eod_id": _eod_id(loaded, eod), "inputs": [os.path.abspath(p) for p in inputs]}
-    os.makedirs(output, exist_ok=True)
-    _remove_partials(output)  # a killed run's shards in the making
     manifest_path = os.path.join(output, "prepare.json")
+    try:
+        os.makedirs(output, exist_ok=True)
+        _remove_partials(output)  # a killed run's shards in the making
+        probe = os.path.join(output, f".partial-{os.getpid()}-probe")
+        open(probe, "wb").close()  # writable: found before any work, not after the first shard
+        os.remove(probe)
+    except OSError as e:
+        raise PrepareError(f"--output {output}: {e.strerror or e}") from None
     same = {k: v for k, v in config.items() if k != "tokenizer"}
     if os.path.exists(manifest_path):
-        with open(manifest_path) as f:
-            before = json.load(f)
+        try:
+            with open(manifest_path, encoding="utf-8") as f:
+                before = json.load(f)
+            if not isinstance(before, dict) or not isinstance(before.get("config", {}), dict):
+                raise ValueError("not a dict with a 'config' dict")
+        except (OSError, ValueError) as e:
+            raise PrepareError(f"{manifest_path}: not a prepare.json ({e}); move it away or use "
+                               "another output folder") from None
         diff = [k for k in same if before.get("config", {}).get(k) != same[k]]
         if diff:
             raise PrepareError(f"{output}: prepared with another configuration ({', '.join(diff)} "

@@ -224,3 +224,67 @@ def test_bad_options_are_refused_naming_them(tmp_path, tokenizer, inputs):
         assert code == 2 and message in stderr and len(stderr.splitlines()) == 1, stderr
     assert prepare_main([str(tmp_path / "absent.jsonl"), "-o", out, "--tokenizer",
                          tokenizer]) == 2
+
+
+def test_an_eod_in_digits_is_the_id_not_the_token_spelled_so(tmp_path, tokenizer, inputs):
+    tok = tokenizers.Tokenizer.from_file(tokenizer)
+    assert tok.token_to_id("0") not in (None, 0)  # "0" is a token too: the test can tell
+    out = str(tmp_path / "out")
+    code, _, stderr = run([inputs[0][0], "-o", out, "--tokenizer", tokenizer, "--eod", "0",
+                           "--quiet"])
+    assert code == 0, stderr
+    assert json.load(open(os.path.join(out, "prepare.json")))["config"]["eod_id"] == 0
+    shard = _core.IndexedDataset(os.path.join(out, "shard_00000"))
+    assert all(shard.read(d)[-1] == 0 for d in range(shard.documents))
+    code, _, stderr = run([inputs[0][0], "-o", str(tmp_path / "big"), "--tokenizer", tokenizer,
+                           "--eod", "400"])
+    assert code == 2 and "--eod 400: an id, below the vocabulary's size 400" in stderr, stderr
+
+
+def test_an_empty_text_is_a_document_without_a_sequence_as_megatrons_tool_writes(tmp_path,
+                                                                                  tokenizer):
+    """Megatron-LM's tools/preprocess_data.py gives an empty text no sequence and no EOD, and
+    its builder's add_document still ends a document: our bytes are its bytes."""
+    texts = ["data parallel", "", "rank epoch", "", ""]
+    raw = tmp_path / "empty_texts.jsonl"
+    raw.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    out = str(tmp_path / "out")
+    code, stdout, stderr = run([str(raw), "-o", out, "--tokenizer", tokenizer, "--eod",
+                                "<|endoftext|>", "--quiet"])
+    assert code == 0, stderr
+    assert "1 shards, 2 documents" in stdout, stdout
+    shard = os.path.join(out, "shard_00000")
+    with open(shard + ".idx", "rb") as f:
+        header = f.read(34)
+    assert np.frombuffer(header[18:34], "<u8").tolist() == [2, 6]  # sequences, document indices
+    indexed = required("megatron.core.datasets.indexed_dataset", "DISTSAMPLER_REQUIRE_MEGATRON")
+    tok = tokenizers.Tokenizer.from_file(tokenizer)
+    eod = tok.token_to_id("<|endoftext|>")
+    reference = str(tmp_path / "megatron")
+    builder = indexed.IndexedDatasetBuilder(reference + ".bin", dtype=np.uint16)
+    for t in texts:  # preprocess_data.py's Encoder.encode, then builder.add_document
+        ids = tok.encode(t, add_special_tokens=False).ids
+        builder.add_document(ids + [eod] if ids else [], [len(ids) + 1] if ids else [])
+    builder.finalize(reference + ".idx")
+    for ext in (".bin", ".idx"):
+        assert open(shard + ext, "rb").read() == open(reference + ext, "rb").read(), ext
+
+
+def test_an_output_or_manifest_it_cannot_use_is_one_line(tmp_path, tokenizer, inputs):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "prepare.json").write_text("{not json")
+    surrogate = tmp_path / "surrogate.jsonl"
+    surrogate.write_text('{"text": "fine"}\n{"text": "a\\ud800b"}\n', encoding="utf-8")
+    for args, message in [
+            ([inputs[0][0], "-o", str(a_file / "out")], f"--output {a_file / 'out'}: Not a "
+             "directory"),
+            ([inputs[0][0], "-o", "/sys/distsampler-prepare-test"],
+             "--output /sys/distsampler-prepare-test: Operation not permitted"),
+            ([inputs[0][0], "-o", str(corrupt)], f"{corrupt / 'prepare.json'}: not a prepare.json"),
+            ([str(surrogate), "-o", str(tmp_path / "s")], "surrogate.jsonl:2: field 'text' holds "
+             "a lone surrogate (U+D800 at character 2)")]:
+        code, _, stderr = run([*args, "--tokenizer", tokenizer, "--quiet"])
+        assert code == 2 and len(stderr.splitlines()) == 1 and message in stderr, stderr
