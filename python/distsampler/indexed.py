@@ -3,9 +3,11 @@ megatron-core's ``IndexedDatasetBuilder`` writes with ``add_item`` + ``end_docum
 (tests/python/test_tokens.py checks them equal, byte for byte, where megatron-core is installed).
 The reader is the C++ core's (``loader/indexed.h``); token streams read these files.
 """
+import array
+import hashlib
 import os
 import struct
-from typing import Any, Iterable, List, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -23,7 +25,9 @@ def optimal_dtype(vocab_size: int) -> Any:
 
 
 class IndexedWriter:
-    """prefix.bin and prefix.idx, a document at a time; the .idx is written by ``finish()``."""
+    """prefix.bin and prefix.idx, a document at a time; the .idx is written by ``finish()``.
+    Holds 16 bytes a document (the .idx in the making), not the tokens; ``digests`` are the
+    files' SHA-256 (hex) once finished."""
 
     def __init__(self, prefix: "str | os.PathLike[str]", dtype: Any = np.uint16) -> None:
         self.dtype = np.dtype(dtype)
@@ -31,12 +35,16 @@ class IndexedWriter:
             raise ValueError(f"dtype = {self.dtype}; allowed: "
                              f"{', '.join(sorted(str(d) for d in DTYPE_CODES))}")
         self.prefix = os.fspath(prefix)
-        self.lengths: List[int] = []
-        self.document_indices: List[int] = [0]  # the sequence after each document
+        self.lengths = array.array("q")
+        self.document_indices = array.array("q", [0])  # the sequence after each document
         self._bin = open(self.prefix + ".bin", "wb")
+        self._bin_sha256 = hashlib.sha256()
+        self.digests: "dict[str, str]" = {}
 
     def add_document(self, tokens: Sequence[int]) -> None:
-        self._bin.write(np.asarray(tokens, dtype=self.dtype).tobytes())
+        data = np.asarray(tokens, dtype=self.dtype).tobytes()
+        self._bin.write(data)
+        self._bin_sha256.update(data)
         self.lengths.append(len(tokens))
         self.document_indices.append(len(self.lengths))
 
@@ -49,17 +57,20 @@ class IndexedWriter:
 
     def finish(self) -> None:
         self._bin.close()
-        lengths = np.asarray(self.lengths, np.int64)
+        lengths = np.frombuffer(self.lengths, np.int64) if self.lengths else np.zeros(0, np.int64)
         pointers = np.zeros(len(lengths), np.int64)
         np.cumsum(lengths[:-1] * self.dtype.itemsize, out=pointers[1:])
+        idx = hashlib.sha256()
         with open(self.prefix + ".idx", "wb") as f:
-            f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) +
-                    struct.pack("<B", DTYPE_CODES[self.dtype]))
-            f.write(struct.pack("<Q", len(lengths)) +
-                    struct.pack("<Q", len(self.document_indices)))
-            f.write(lengths.astype(np.int32).tobytes())
-            f.write(pointers.tobytes())
-            f.write(np.asarray(self.document_indices, np.int64).tobytes())
+            for part in (b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) +
+                         struct.pack("<B", DTYPE_CODES[self.dtype]),
+                         struct.pack("<Q", len(lengths)) +
+                         struct.pack("<Q", len(self.document_indices)),
+                         lengths.astype(np.int32).tobytes(), pointers.tobytes(),
+                         np.frombuffer(self.document_indices, np.int64).tobytes()):
+                f.write(part)
+                idx.update(part)
+        self.digests = {"bin": self._bin_sha256.hexdigest(), "idx": idx.hexdigest()}
 
     def close(self) -> None:
         """Closes the .bin without writing the .idx (a writer given up)."""
