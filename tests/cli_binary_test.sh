@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The built distsampler binary as a shell sees it: streams, exit codes, binary output.
-# Usage: cli_binary_test.sh BINARY VERSION (VERSION: CMakeLists.txt's project() version)
+# Usage: cli_binary_test.sh BINARY VERSION [PYTHON PYTHON_DIR] (VERSION: CMakeLists.txt's
+# project() version; PYTHON_DIR: where PYTHON imports the built distsampler package from, for
+# `tokens prepare`'s real module; without them, only a stand-in interpreter runs)
 set -u
 bin="$1"
 version="$2"
+python="${3:-}"
+python_dir="${4:-}"
 fail=0
 check() {  # check NAME EXPECTED_CODE ARGS...
   local name="$1" want="$2"
@@ -217,6 +221,71 @@ bad "--break = 'sideways'" audit --size 10 --world-size 2 --consumed 4 --resume-
 bad "--order = 'nope'" demo --order nope
 bad "unknown flag '--extra'" demo --extra 1
 bad "unexpected argument 'extra'" --version extra
+bad "allowed: plan, audit, prepare" tokens frobnicate
+bad "expected a subcommand, plan, audit or prepare" tokens
+
+# tokens prepare (issue 52): the process becomes `PY -m distsampler.prepare ARGS...`, ARGS
+# untouched (never the tokens command's flags or --help), PY from DISTSAMPLER_PYTHON (empty: unset)
+# else python3 on PATH, DISTSAMPLER_PREPARE_PROG the module's program name. A stand-in interpreter
+# prints what it was given and exits 7.
+fake_dir=/tmp/ds_python.$$
+mkdir -p $fake_dir
+printf '#!/bin/sh\nprintf "%%s|" "$0" "$DISTSAMPLER_PREPARE_PROG" "$@"\nexit 7\n' \
+  >$fake_dir/python3
+chmod +x $fake_dir/python3
+prepare_args=(--help -o "a b" --workers=2 "" --source x:1 --tokenizer=t.json)
+want="|distsampler tokens prepare|-m|distsampler.prepare|--help|-o|a b|--workers=2||--source|x:1|"
+want+="--tokenizer=t.json|"
+for how in env empty path; do
+  case $how in
+    env) env DISTSAMPLER_PYTHON=$fake_dir/python3 "$bin" tokens prepare "${prepare_args[@]}" \
+           >/tmp/ds_out.$$ 2>/tmp/ds_err.$$; got=$?; want0=$fake_dir/python3 ;;
+    empty) env DISTSAMPLER_PYTHON= PATH="$fake_dir:$PATH" "$bin" tokens prepare \
+             "${prepare_args[@]}" >/tmp/ds_out.$$ 2>/tmp/ds_err.$$; got=$?; want0=python3 ;;
+    path) env -u DISTSAMPLER_PYTHON PATH="$fake_dir:$PATH" "$bin" tokens prepare \
+            "${prepare_args[@]}" >/tmp/ds_out.$$ 2>/tmp/ds_err.$$; got=$?; want0=python3 ;;
+  esac
+  # $0 is what the shell was started as: the path it was found at.
+  [ $want0 = python3 ] && want0=$fake_dir/python3
+  if [ $got != 7 ] || [ "$(cat /tmp/ds_out.$$)" != "$want0$want" ] || [ -s /tmp/ds_err.$$ ]; then
+    echo "FAIL tokens prepare ($how): exit $got (7 expected), stdout '$(cat /tmp/ds_out.$$)'" \
+         "('$want0$want' expected), stderr:"; cat /tmp/ds_err.$$; fail=1
+  fi
+done
+rm -rf $fake_dir
+# An interpreter that is not there: one line naming it, the usage error's exit status.
+DISTSAMPLER_PYTHON=/nonexistent/python bad \
+  "prepare: cannot run DISTSAMPLER_PYTHON='/nonexistent/python': No such file or directory" \
+  tokens prepare --output x --help
+env -u DISTSAMPLER_PYTHON PATH=/nonexistent "$bin" tokens prepare --help >/tmp/ds_out.$$ \
+  2>/tmp/ds_err.$$
+got=$?
+if [ $got != 2 ] || [ -s /tmp/ds_out.$$ ] || [ "$(wc -l </tmp/ds_err.$$)" != 1 ] ||
+   ! grep -qF "cannot run 'python3' from PATH: No such file or directory; set DISTSAMPLER_PYTHON" \
+     /tmp/ds_err.$$; then
+  echo "FAIL tokens prepare without python3: exit $got (2 expected), stderr:"; cat /tmp/ds_err.$$
+  fail=1
+fi
+# `tokens --help` names both forms.
+check tokens_help 0 tokens --help
+grep -qF "distsampler tokens prepare ARGS...  (= python -m distsampler.prepare ARGS...)" \
+  /tmp/ds_out.$$ || { echo "FAIL tokens --help does not name tokens prepare"; fail=1; }
+# The real module's --help, on the interpreter the build's package is for (no tokenizers needed):
+# its flags, and once the module reads DISTSAMPLER_PREPARE_PROG, its usage names the CLI's form.
+if [ -n "$python_dir" ]; then
+  env PYTHONPATH="$python_dir" DISTSAMPLER_PYTHON="$python" "$bin" tokens prepare --help \
+    >/tmp/ds_out.$$ 2>/tmp/ds_err.$$
+  got=$?
+  if [ $got != 0 ] || ! grep -q -- "--tokenizer" /tmp/ds_out.$$; then
+    echo "FAIL tokens prepare --help ($python, PYTHONPATH=$python_dir): exit $got (0 expected)," \
+         "stdout:"; cat /tmp/ds_out.$$; echo "stderr:"; cat /tmp/ds_err.$$; fail=1
+  elif grep -q DISTSAMPLER_PREPARE_PROG "$python_dir/distsampler/prepare.py" &&
+       ! grep -q "^usage: distsampler tokens prepare" /tmp/ds_out.$$; then
+    echo "FAIL tokens prepare --help: the usage does not name 'distsampler tokens prepare':"
+    head -3 /tmp/ds_out.$$; fail=1
+  fi
+fi
+
 rm -f /tmp/ds_out.$$ /tmp/ds_err.$$
 [ $fail = 0 ] && echo "cli_binary: all checks passed"
 exit $fail

@@ -23,7 +23,8 @@ commands:
   indices   print one rank's indices for one epoch (or its rest, resumed at --consumed)
   audit     check that a job, resumed on another world size, reads every index exactly once
   tokens    language-model token streams over Megatron .bin/.idx sources: `tokens plan` prints
-            the sequences a rank reads per step, `tokens audit` checks a run's checkpoints
+            the sequences a rank reads per step, `tokens audit` checks a run's checkpoints,
+            `tokens prepare` makes sources from raw text (python -m distsampler.prepare)
   demo      the DistributedSampler post's experiments: the forgotten set_epoch, and why each
             rank needs a distributed sampler
   help      this text; `distsampler <command> --help` describes a command
@@ -361,7 +362,9 @@ int dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return run_audit(args, out);
     }
     if (command == "tokens") {
-      if (wants_help) return out << kTokensHelp, kExitOk;
+      // `tokens prepare --help` is the Python module's (run_tokens passes its arguments on).
+      const bool prepare = args.size() > 1 && args[1] == "prepare";
+      if (wants_help && !prepare) return out << kTokensHelp, kExitOk;
       return run_tokens(args, out);
     }
     if (command == "demo") {

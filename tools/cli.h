@@ -71,7 +71,7 @@ SamplerOptions parse_order_flags(Flags& flags);
 // The audit subcommand (audit.cc): exit 0 when exactly-once holds, 1 when violated.
 int run_audit(const std::vector<std::string>& args, std::ostream& out);
 
-// The tokens subcommand (tokens.cc): plan, audit.
+// The tokens subcommand (tokens.cc): plan, audit; prepare replaces the process with Python.
 int run_tokens(const std::vector<std::string>& args, std::ostream& out);
 extern const char* const kTokensHelp;
 

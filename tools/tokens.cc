@@ -1,9 +1,13 @@
-// tokens.cc: `distsampler tokens plan` (the sequences a rank reads, step by step, as JSON lines)
-// and `distsampler tokens audit` (a run's checkpoints replayed: every document of every source
-// once per source epoch).
+// tokens.cc: `distsampler tokens plan` (the sequences a rank reads, step by step, as JSON lines),
+// `distsampler tokens audit` (a run's checkpoints replayed: every document of every source once
+// per source epoch) and `distsampler tokens prepare` (python -m distsampler.prepare, exec'd).
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -24,6 +28,7 @@ namespace distsampler::cli {
 
 const char* const kTokensHelp = R"(usage: distsampler tokens plan|audit --source PREFIX:WEIGHT ... --seq-len L
                          --global-batch B [flags]
+       distsampler tokens prepare ARGS...  (= python -m distsampler.prepare ARGS...)
 
 The global stream of training sequences over Megatron indexed sources (.bin + .idx, what
 megatron-core's IndexedDatasetBuilder writes): documents of each source in a keyed order per
@@ -42,6 +47,11 @@ The stream does not depend on W. docs/tokens.md describes it.
           --sequences, that the run read sequences [0, last checkpoint) exactly once each.
           Prints a line per skipped document ("skipped source S epoch E document D"), one
           line per source and a verdict.
+  prepare raw text (JSONL, Parquet, text files) to Megatron .bin/.idx shards: runs
+          `PY -m distsampler.prepare ARGS...` in this process's place, PY the interpreter that
+          DISTSAMPLER_PYTHON names, else python3 on PATH; the distsampler package must be
+          importable by it (PYTHONPATH=build/python, or the installed wheel). Its flags are its
+          own: `distsampler tokens prepare --help` lists them (docs/tokens.md, "Preparing data").
 
 flags:
   --source PREFIX:WEIGHT  a source and its token weight (> 0; normalized); PREFIX may be
@@ -465,16 +475,44 @@ int run_token_audit(Flags& flags, std::ostream& out) {
   return failures ? kExitCheckFailed : kExitOk;
 }
 
+// Replaces the process with `PY -m distsampler.prepare ARGS...` (args[2...]); returns only by
+// throwing, when PY cannot be run. The module takes DISTSAMPLER_PREPARE_PROG as its program name.
+[[noreturn]] void run_prepare(const std::vector<std::string>& args) {
+  const char* named = std::getenv("DISTSAMPLER_PYTHON");
+  const bool from_env = named != nullptr && *named != '\0';
+  const std::string python = from_env ? named : "python3";
+  std::vector<std::string> argv = {python, "-m", "distsampler.prepare"};
+  argv.insert(argv.end(), args.begin() + 2, args.end());
+  std::vector<char*> c_argv;
+  for (std::string& arg : argv) c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  if (::setenv("DISTSAMPLER_PREPARE_PROG", "distsampler tokens prepare", 1) != 0) {
+    throw UsageError(std::string("prepare: cannot set DISTSAMPLER_PREPARE_PROG: ") +
+                     std::strerror(errno));
+  }
+  ::execvp(c_argv[0], c_argv.data());
+  const int error = errno;
+  if (from_env) {
+    throw UsageError("prepare: cannot run DISTSAMPLER_PYTHON='" + python + "': " +
+                     std::strerror(error));
+  }
+  throw UsageError(std::string("prepare: cannot run 'python3' from PATH: ") +
+                   std::strerror(error) +
+                   "; set DISTSAMPLER_PYTHON to the Python that runs distsampler.prepare");
+}
+
 }  // namespace
 
 int run_tokens(const std::vector<std::string>& args, std::ostream& out) {
-  if (args.size() < 2) throw UsageError("tokens: expected a subcommand, plan or audit");
+  if (args.size() < 2) throw UsageError("tokens: expected a subcommand, plan, audit or prepare");
   const std::string& what = args[1];
+  // prepare's arguments are the Python module's, never this command's flags.
+  if (what == "prepare") run_prepare(args);
   Flags flags(args, 2, {}, {"--source", "--state", "--change", "--ramp", "--append", "--skip",
                             "--locality"});
   if (what == "plan") return run_plan(flags, out);
   if (what == "audit") return run_token_audit(flags, out);
-  throw UsageError("tokens: unknown subcommand '" + what + "'; allowed: plan, audit");
+  throw UsageError("tokens: unknown subcommand '" + what + "'; allowed: plan, audit, prepare");
 }
 
 }  // namespace distsampler::cli
