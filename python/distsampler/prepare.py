@@ -40,6 +40,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -71,7 +72,7 @@ class PrepareError(ValueError):
 class Piece(NamedTuple):
     """One shard's part of one input: bytes [start, end) of a JSONL or text file, or row groups
     [start, end) of a Parquet file (then span: their bytes), or a whole compressed file."""
-    index: int
+    shard: int
     input: int
     path: str
     kind: str  # "lines", "text" or "parquet"
@@ -192,7 +193,7 @@ class _Hashing:
         self.f, self.digest = f, digest
 
     def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
+        data: bytes = self.f.read(n)
         self.digest.update(data)
         return data
 
@@ -237,7 +238,7 @@ def _decompressor(piece: Piece, raw: Any) -> Any:
     if piece.codec == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
     try:
-        import zstandard  # type: ignore[import-not-found]
+        import zstandard  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise PrepareError(f"{piece.path}: reading .zst needs the zstandard package") from None
     return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
@@ -396,13 +397,13 @@ def _read_record(out: str, i: int) -> Optional[Dict[str, Any]]:
 
 def _kept(piece: Piece, out: str, config_sha256: str) -> Optional[Dict[str, Any]]:
     """The shard's record, when it is of this piece and the piece's bytes still hash the same."""
-    record = _read_record(out, piece.index)
+    record = _read_record(out, piece.shard)
     if record is None or any(record.get(k) != v for k, v in
                              _expected(piece, config_sha256).items()):
         return None
     for ext in SHARD_FILES:
         try:
-            if os.path.getsize(_shard(out, piece.index) + "." + ext) != record.get(ext + "_bytes"):
+            if os.path.getsize(_shard(out, piece.shard) + "." + ext) != record.get(ext + "_bytes"):
                 return None
         except OSError:
             return None
@@ -433,14 +434,14 @@ def _hash_span(piece: Piece, digest: Any) -> None:
 
 def _make_shard(piece: Piece, out: str, config: Dict[str, Any],
                 config_sha256: str) -> Tuple[Dict[str, Any], bool]:
-    """Shard piece.index, kept or made: (its record, whether it was made now)."""
+    """Shard piece.shard, kept or made: (its record, whether it was made now)."""
     kept = _kept(piece, out, config_sha256)
     if kept is not None:
         return kept, False
-    _remove_partials(out, [piece.index])  # a killed run's, of this shard
+    _remove_partials(out, [piece.shard])  # a killed run's, of this shard
     tokenizer = _load_tokenizer(config["tokenizer"])
     eod = config["eod_id"]
-    partial = os.path.join(out, f".partial-shard_{piece.index:05d}-{os.getpid()}")
+    partial = os.path.join(out, f".partial-shard_{piece.shard:05d}-{os.getpid()}")
     writer = IndexedWriter(partial, config["dtype"])
     digest, dochash_sha256 = hashlib.sha256(), hashlib.sha256()
     dochash = open(partial + ".dochash", "wb")
@@ -486,7 +487,7 @@ def _make_shard(piece: Piece, out: str, config: Dict[str, Any],
     for ext in SHARD_FILES:
         record[ext + "_sha256"] = digests[ext]
         record[ext + "_bytes"] = os.path.getsize(partial + "." + ext)
-    prefix = _shard(out, piece.index)
+    prefix = _shard(out, piece.shard)
     _remove_file(prefix + ".json")  # an older record must not vouch for the new files
     for ext in SHARD_FILES:  # the .idx after the .bin, as Megatron's readers open them
         os.replace(partial + "." + ext, prefix + "." + ext)
@@ -499,9 +500,9 @@ def _worker(piece: Piece, out: str, config: Dict[str, Any],
     """_make_shard in a worker: (index, record, made, error line)."""
     try:
         record, made = _make_shard(piece, out, config, config_sha256)
-        return piece.index, record, made, None
+        return piece.shard, record, made, None
     except PrepareError as e:
-        return piece.index, None, False, str(e)
+        return piece.shard, None, False, str(e)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -592,7 +593,7 @@ def _run(pieces: List[Piece], out: str, config: Dict[str, Any], config_sha256: s
             if error:
                 raise PrepareError(error)
             assert record is not None
-            records[piece.index] = record
+            records[piece.shard] = record
             progress.shard(record["tokens"])
         return records
     executor = ProcessPoolExecutor(min(workers, len(pieces)),
@@ -608,14 +609,14 @@ def _run(pieces: List[Piece], out: str, config: Dict[str, Any], config_sha256: s
                 try:
                     _, record, _, failed = future.result()
                 except BrokenProcessPool:
-                    error = (f"a worker died (killed?) making shard {piece.index} of "
+                    error = (f"a worker died (killed?) making shard {piece.shard} of "
                              f"{piece.path}; rerun to go on")
                     break
                 if failed:
                     error = failed
                     break
                 assert record is not None
-                records[piece.index] = record
+                records[piece.shard] = record
                 progress.shard(record["tokens"])
         whole = error is None
     finally:
@@ -625,7 +626,7 @@ def _run(pieces: List[Piece], out: str, config: Dict[str, Any], config_sha256: s
                 process.join()
         executor.shutdown(wait=True, cancel_futures=True)
         if not whole:
-            _remove_partials(out, [p.index for p in pieces])
+            _remove_partials(out, [p.shard for p in pieces])
     if error is not None:
         raise PrepareError(error)
     return records
@@ -660,8 +661,10 @@ def _open_output(output: str, same: Dict[str, Any]) -> None:
     manifest_path = os.path.join(output, "prepare.json")
     try:
         os.makedirs(output, exist_ok=True)
-        probe = os.path.join(output, f".probe-{os.getpid()}")
-        open(probe, "wb").close()  # writable: found before any work, not after the first shard
+        # Writable: found before any work, not after the first shard (a name of its own, as
+        # tasks on other machines probe the same folder).
+        descriptor, probe = tempfile.mkstemp(prefix=".probe-", dir=output)
+        os.close(descriptor)
         os.remove(probe)
     except OSError as e:
         raise PrepareError(f"--output {output}: {e.strerror or e}") from None
@@ -707,14 +710,14 @@ def prepare(inputs: Sequence[str], output: str, tokenizer: str, *, field: str = 
     pieces = plan(inputs, shard_size)
     if finalize:
         return _finalize(inputs, pieces, output, same, config_sha256)
-    mine = [p for p in pieces if tasks is None or p.index % tasks == task]
+    mine = [p for p in pieces if tasks is None or p.shard % tasks == task]
     if tasks is None:
         _remove_partials(output)  # a killed run's shards in the making
     progress = _Progress(len(mine), quiet)
     records = _run(mine, output, config, config_sha256, workers, progress)
     if tasks is not None:
         return {"config": same, "task": [task, tasks],
-                "shards": [records[p.index] for p in mine]}
+                "shards": [records[p.shard] for p in mine]}
     return _finalize(inputs, pieces, output, same, config_sha256)
 
 
@@ -726,12 +729,12 @@ def _finalize(inputs: Sequence[str], pieces: List[Piece], output: str, same: Dic
     shards = []
     digests: List[Any] = [hashlib.sha256() for _ in inputs]
     for piece in pieces:
-        record = _read_record(output, piece.index)
+        record = _read_record(output, piece.shard)
         expected = _expected(piece, config_sha256)
         if record is None or any(record.get(k) != v for k, v in expected.items()):
-            missing.append(piece.index)
+            missing.append(piece.shard)
             continue
-        prefix = _shard(output, piece.index)
+        prefix = _shard(output, piece.shard)
         try:
             same_files = all(_sha256(prefix + "." + ext) == record[ext + "_sha256"]
                              for ext in SHARD_FILES)
@@ -739,7 +742,7 @@ def _finalize(inputs: Sequence[str], pieces: List[Piece], output: str, same: Dic
         except (OSError, RuntimeError, ValueError):
             same_files = False
         if not same_files or (documents, tokens) != (record["documents"], record["tokens"]):
-            bad.append(piece.index)
+            bad.append(piece.shard)
             continue
         digests[piece.input].update(bytes.fromhex(record["input_sha256"]))
         shards.append({"prefix": os.path.basename(prefix), "input": record["input"],
