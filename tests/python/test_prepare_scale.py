@@ -96,6 +96,9 @@ def test_compressed_inputs_give_the_plain_files_shards(tmp_path, tokenizer):
             assert (out / ("shard_00000" + ext)).read_bytes() == \
                 (tmp_path / "plain" / ("shard_00000" + ext)).read_bytes(), name
         assert packed["shards"][0]["documents"] == plain["shards"][0]["documents"] == 300
+        made = os.stat(out / "shard_00000.bin").st_mtime_ns
+        assert prepared(out, [tmp_path / name], tokenizer) == packed  # a rerun keeps it
+        assert os.stat(out / "shard_00000.bin").st_mtime_ns == made
     (tmp_path / "broken.jsonl.gz").write_bytes(gzip.compress(raw)[:-100])
     code, _, stderr = run([str(tmp_path / "broken.jsonl.gz"), "-o", str(tmp_path / "b"),
                            "--tokenizer", tokenizer, "--quiet"])
@@ -123,6 +126,11 @@ def test_parquet_is_cut_between_row_groups(tmp_path, tokenizer):
     want = b"".join(np.asarray(tok.encode(d, add_special_tokens=False).ids + [eod],
                                np.uint16).tobytes() for d in docs)
     assert tokens_of(tmp_path / "out", manifest) == want
+    made = {n: os.stat(tmp_path / "out" / n).st_mtime_ns for n in os.listdir(tmp_path / "out")
+            if n.startswith("shard_")}
+    assert prepared(tmp_path / "out", [tmp_path / "t.parquet"], tokenizer, "--shard-size",
+                    "48K") == manifest  # a rerun keeps every shard
+    assert {n: os.stat(tmp_path / "out" / n).st_mtime_ns for n in made} == made
 
 
 def test_shards_this_run_did_not_make_are_made_again(tmp_path, tokenizer):
