@@ -190,6 +190,13 @@ def test_tasks_then_finalize_write_the_one_machine_bytes(tmp_path, tokenizer):
     assert digest(out) == digest(tmp_path / "one")
     assert open(os.path.join(out, "prepare.json"), "rb").read() == \
         (tmp_path / "one" / "prepare.json").read_bytes()
+    # --finalize again checks a finished folder: a byte changed in a shard is found.
+    with open(os.path.join(out, "shard_00002.bin"), "r+b") as f:
+        byte = f.read(1)
+        f.seek(0)
+        f.write(bytes([byte[0] ^ 1]))
+    code, _, stderr = run([*common, "--finalize"])
+    assert code == 2 and "shards 2 not as their records say" in stderr, stderr
     code, _, stderr = run([*common, "--task", "3", "--tasks", "3"])
     assert code == 2 and "--task 3 --tasks 3: allowed: 0 <= task < tasks" in stderr, stderr
 
