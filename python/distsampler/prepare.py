@@ -372,7 +372,6 @@ _TOKENIZERS: Dict[str, Any] = {}
 
 def _load_tokenizer(path: str) -> Any:
     if path not in _TOKENIZERS:
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from tokenizers import Tokenizer
         _TOKENIZERS[path] = Tokenizer.from_file(path)
     return _TOKENIZERS[path]
@@ -509,6 +508,9 @@ def _die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:  # the parent died before prctl
         os._exit(1)
+    # The workers are the parallelism: a thread each. In one process (--workers 1), the
+    # tokenizer's encode_batch uses its own thread pool, unless TOKENIZERS_PARALLELISM says no.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C is the main process's to handle
 
 

@@ -7,9 +7,12 @@
 # distsampler.launch.init_distributed, node_shared=True (one permutation per node, nothing left
 # in /dev/shm), the MPI examples (srun --mpi=pmix, and salloc + mpirun); an sbatch array job;
 # a program run without srun in a batch script refusing in one line. Every index is read once.
+# Then `python -m distsampler.prepare` as an sbatch array, a task killed mid-shard and requeued,
+# on TORCH2_PYTHON (its tokenizers; skipped, saying so, without it): tests/slurm/prepare.sh.
 #
-# Usage: tests/slurm/run.sh SOURCE_DIR BUILD_DIR [PYTHON]   (root: installs slurm-wlm and munge
-# when missing, as scripts/deps.sh does; exit 77, skipped and saying so, when not root)
+# Usage: tests/slurm/run.sh SOURCE_DIR BUILD_DIR [PYTHON [TORCH2_PYTHON]]   (root: installs
+# slurm-wlm and munge when missing, as scripts/deps.sh does; exit 77, skipped and saying so, when
+# not root)
 set -u
 src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
@@ -214,6 +217,10 @@ for e in 0 1; do
   fi
 done
 echo "the batch script without srun: $(cat "$W/out/batch.0.err")"
+
+# 6. Preparing data as an sbatch array: a task killed mid-shard, requeued; the one-machine bytes.
+. "$src/tests/slurm/prepare.sh"
+prepare_on_slurm "${4:-}"
 
 [ "$(shm_names)" = "$shm_before" ] || problem "/dev/shm: new $(shm_names)"
 if [ $fail = 0 ]; then echo "slurm: all checks passed ($((SECONDS - start)) s)"; fi
