@@ -21,7 +21,9 @@
 # With DISTSAMPLER_MEGATRON_LM naming a Megatron-LM source at core_v0.16.1 (fetched locally, never
 # committed), bench/tokens_prepare.py: `python -m distsampler.prepare` against its
 # tools/preprocess_data.py and datatrove's tokenizer, from .venv-prepare
-# (requirements/prepare-bench.txt), the "Preparing data" section of docs/benchmarks.md.
+# (requirements/prepare-bench.txt): 4 files at 2 workers, one large file at 1 and 2 workers and
+# ours as Ray tasks (and a SLURM array where `sinfo` answers), each run's peak memory, the
+# "Preparing data" section of docs/benchmarks.md.
 # DISTSAMPLER_BENCH_PEERS=0 skips all three, DISTSAMPLER_BENCH_TOKENS=0 the tokens stage.
 # Usage, as root on Debian 12 or 13:  bash scripts/bench.sh [--full]
 set -euo pipefail

@@ -13,7 +13,7 @@ the vocabulary (uint16 below 65,500 ids, else int32), and OUT/prepare.json. docs
   text file is one piece), and each piece is one shard, numbered in the order of the inputs. The
   plan depends on the inputs' bytes and the shard size alone, so every shard's bytes are the same
   for any number of workers, machines or tasks.
-- Streaming: a worker holds one block of input (1 MiB), one batch of documents (512 or 8 MiB of
+- Streaming: a worker holds one block of input (1 MiB), one batch of documents (512 or 1 MiB of
   text, whichever comes first; a longer document whole) and its shard's index (16 bytes a
   document), whatever the file's size.
 - Parallel over processes (``--workers``), or over SLURM array tasks or Ray tasks (``--task I
@@ -51,7 +51,9 @@ from .indexed import IndexedWriter, optimal_dtype
 __all__ = ["prepare", "plan", "PrepareError", "DEFAULT_SHARD_SIZE"]
 
 BATCH = 512  # documents per encode_batch call
-BATCH_CHARS = 8 << 20  # or this much text, whichever comes first
+# Or this much text, whichever comes first: the encodings of a batch (ids, offsets and the
+# tokens' strings) take about 90 bytes a token: some 20 MB for 1 MiB of English or code.
+BATCH_CHARS = 1 << 20
 BLOCK = 1 << 20  # bytes read at a time
 DEFAULT_SHARD_SIZE = 256 << 20
 FORMAT = "distsampler.prepare/2"  # the records' and prepare.json's layout
