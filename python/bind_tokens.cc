@@ -346,6 +346,42 @@ void bind_tokens(py::module_& m) {
           "[(sequence, [(source, document, begin, end, source_epoch), ...]), ...] of this "
           "rank's share of the next step")
       .def(
+          "explain",
+          [](const TokenStreamRuntime& self, uint64_t step, uint64_t world_size) {
+            StepExplanation e;
+            {
+              py::gil_scoped_release release;
+              e = self.explain(step, world_size);
+            }
+            py::list rows;
+            for (const ExplainedRow& r : e.rows) {
+              py::list spans;
+              for (const Span& x : r.spans) {
+                spans.append(py::dict(py::arg("source") = x.source,
+                                      py::arg("document") = x.document,
+                                      py::arg("begin") = x.begin, py::arg("end") = x.end,
+                                      py::arg("source_epoch") = x.epoch));
+              }
+              rows.append(py::dict(py::arg("row") = r.row, py::arg("sequence") = r.sequence,
+                                   py::arg("rank") = r.rank, py::arg("rank_row") = r.rank_row,
+                                   py::arg("tokens") = r.tokens, py::arg("spans") = spans));
+            }
+            py::list sources;
+            for (size_t s = 0; s < e.step_tokens.size(); ++s) {
+              sources.append(py::dict(py::arg("source") = s,
+                                      py::arg("step_tokens") = e.step_tokens[s],
+                                      py::arg("tokens_through") = e.tokens_through[s]));
+            }
+            return py::dict(py::arg("step") = e.step, py::arg("world_size") = e.world_size,
+                            py::arg("rows") = rows, py::arg("sources") = sources);
+          },
+          py::arg("step"), py::arg("world_size"),
+          "Which documents made `step` (tokens/explain.h), from the plan's start whatever the "
+          "stream's position: {'step', 'world_size', 'rows': [{'row', 'sequence', 'rank', "
+          "'rank_row', 'tokens', 'spans': [{'source', 'document', 'begin', 'end', "
+          "'source_epoch'}, ...]}, ...], 'sources': [{'source', 'step_tokens', "
+          "'tokens_through'}, ...]}")
+      .def(
           "state_dict",
           [](TokenStreamRuntime& s, uint64_t world_size) {
             return from_dict_value(s.state_dict(world_size));

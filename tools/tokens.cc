@@ -20,14 +20,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "tokens_run.h"
 #include "distsampler/loader/tokens.h"
 #include "distsampler/tokens/plan.h"
 #include "distsampler/tokens/stream.h"
 
 namespace distsampler::cli {
 
-const char* const kTokensHelp = R"(usage: distsampler tokens plan|audit --source PREFIX:WEIGHT ... --seq-len L
-                         --global-batch B [flags]
+const char* const kTokensHelp = R"(usage: distsampler tokens plan|audit|explain --source PREFIX:WEIGHT ...
+                         --seq-len L --global-batch B [flags]
        distsampler tokens prepare ARGS...  (= python -m distsampler.prepare ARGS...)
 
 The global stream of training sequences over Megatron indexed sources (.bin + .idx, what
@@ -47,6 +48,11 @@ The stream does not depend on W. docs/tokens.md describes it.
           --sequences, that the run read sequences [0, last checkpoint) exactly once each.
           Prints a line per skipped document ("skipped source S epoch E document D"), one
           line per source and a verdict.
+  explain which documents made step --step N: every row of the global batch with its spans
+          (source, document, [begin, end) in the document, source epoch), the rank and row it
+          goes to on --world-size W, and each source's tokens in the step and in steps 0 to N;
+          a table, or one JSON object with --format json. Plans the steps up to N, reads no
+          token (docs/tokens.md, "Which documents made a step").
   prepare raw text (JSONL, Parquet, text files) to Megatron .bin/.idx shards: runs
           `PY -m distsampler.prepare ARGS...` in this process's place, PY the interpreter that
           DISTSAMPLER_PYTHON names, else python3 on PATH; the distsampler package must be
@@ -93,6 +99,10 @@ plan:
   --subset NAME           train (default), or valid or test: one pass over that split's
                           documents (an evaluation), printing the steps up to LAST that hold
                           tokens; the last ones' padding sequences have no spans
+explain:
+  --step N                the step (required)
+  --world-size W          ranks, for each row's rank and row (default 1)
+  --format F              table (default) or json
 audit:
   --state FILE            a checkpoint (JSON of TokenStream.state_dict()); repeat per file
   --sequences FILE        JSON lines, each with a "sequence" key: what the run read (every rank)
@@ -102,13 +112,6 @@ value or file, 3 the output could not be written.
 )";
 
 namespace {
-
-struct Run {
-  std::vector<std::vector<std::string>> prefixes;
-  std::vector<TokenEdit> edits;
-  TokenPlanOptions options;
-  std::optional<EodToken> eod;  // --append-eod
-};
 
 // `what` names the flag and its value in messages, e.g. "--source a:x".
 double parse_weight(const std::string& text, const std::string& what) {
@@ -134,8 +137,10 @@ std::vector<TokenEdit> parse_edits(Flags& flags) {
   return edits;
 }
 
-Run parse_run(Flags& flags) {
-  Run run;
+}  // namespace
+
+TokenFlags parse_run(Flags& flags) {
+  TokenFlags run;
   for (const std::string& source : flags.take_all("--source")) {
     const size_t colon = source.rfind(':');
     if (colon == std::string::npos || colon == 0) {
@@ -217,9 +222,7 @@ Run parse_run(Flags& flags) {
   return run;
 }
 
-// The run's stream: tokens/stream.h's runtime, the one Python's TokenStream and the libtorch
-// adapter drive (opening the sources with the edits and the EOD id, open_token_run's checks).
-TokenStreamRuntime make_stream(const Run& run) {
+TokenStreamRuntime make_stream(const TokenFlags& run) {
   try {
     return TokenStreamRuntime(run.prefixes, run.options, run.edits, run.eod);
   } catch (const std::invalid_argument& e) {
@@ -229,6 +232,8 @@ TokenStreamRuntime make_stream(const Run& run) {
     throw;
   }
 }
+
+namespace {
 
 std::pair<uint64_t, uint64_t> parse_steps(const std::string& text) {
   const size_t colon = text.find(':');
@@ -240,7 +245,7 @@ std::pair<uint64_t, uint64_t> parse_steps(const std::string& text) {
 }
 
 int run_plan(Flags& flags, std::ostream& out) {
-  Run run = parse_run(flags);
+  TokenFlags run = parse_run(flags);
   const uint64_t world = flags.take_u64("--world-size", 1);
   const uint64_t rank = flags.take_u64("--rank", 0);
   const auto [first, last] = parse_steps(flags.take_string("--steps", "0:0"));
@@ -322,7 +327,7 @@ struct Checkpoint {
 };
 
 int run_token_audit(Flags& flags, std::ostream& out) {
-  Run run = parse_run(flags);
+  TokenFlags run = parse_run(flags);
   const std::vector<std::string> paths = flags.take_all("--state");
   const std::string sequences_path = flags.take_string("--sequences", "");
   flags.finish();
@@ -504,7 +509,9 @@ int run_token_audit(Flags& flags, std::ostream& out) {
 }  // namespace
 
 int run_tokens(const std::vector<std::string>& args, std::ostream& out) {
-  if (args.size() < 2) throw UsageError("tokens: expected a subcommand, plan, audit or prepare");
+  if (args.size() < 2) {
+    throw UsageError("tokens: expected a subcommand, plan, audit, explain or prepare");
+  }
   const std::string& what = args[1];
   // prepare's arguments are the Python module's, never this command's flags.
   if (what == "prepare") run_prepare(args);
@@ -512,7 +519,9 @@ int run_tokens(const std::vector<std::string>& args, std::ostream& out) {
                             "--locality"});
   if (what == "plan") return run_plan(flags, out);
   if (what == "audit") return run_token_audit(flags, out);
-  throw UsageError("tokens: unknown subcommand '" + what + "'; allowed: plan, audit, prepare");
+  if (what == "explain") return run_token_explain(flags, out);
+  throw UsageError("tokens: unknown subcommand '" + what +
+                   "'; allowed: plan, audit, explain, prepare");
 }
 
 }  // namespace distsampler::cli

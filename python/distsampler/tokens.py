@@ -322,6 +322,43 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                            micro_batch=micro_batch, steps=steps, rank=self.rank,
                            world_size=self.world_size)
 
+    def explain(self, step: int, *, world_size: Optional[int] = None,
+                tokenizer: Any = None) -> Dict[str, Any]:
+        """Which documents made `step` (docs/tokens.md, "Which documents made a step"): each
+        row of the global batch with its spans (source, document, begin, end, source_epoch),
+        the rank and row it goes to on `world_size` ranks (this stream's by default), and each
+        source's tokens in the step and in steps 0 to `step`. With `tokenizer` (a
+        ``tokenizers.Tokenizer``, or a tokenizer.json's path), each span's ``text``, decoded from
+        the tokens the stream reads there. Plans from the start; never moves this stream."""
+        step = _core.check_count("step", step, 0)
+        world = self.world_size if world_size is None else _core.check_count(
+            "world_size", world_size, 1)
+        out: Dict[str, Any] = self._plan.explain(step, world)
+        if tokenizer is not None:
+            if isinstance(tokenizer, (str, os.PathLike)):
+                from tokenizers import Tokenizer
+                tokenizer = Tokenizer.from_file(os.fspath(tokenizer))
+            readers: Dict[int, Any] = {}
+            for row in out["rows"]:
+                for span in row["spans"]:
+                    source = span["source"]
+                    if source not in readers:
+                        readers[source] = _core.IndexedSource(self._plan.shards[source])
+                    span["text"] = tokenizer.decode(self._span_tokens(readers[source], span),
+                                                    skip_special_tokens=False)
+        return out
+
+    def _span_tokens(self, reader: Any, span: Dict[str, Any]) -> List[int]:
+        """The tokens of `span` as the stream reads them: the file's, and the EOD the reader
+        appends after a document's last token (append_eod)."""
+        length = int(reader.length(span["document"]))
+        end = min(span["end"], length)
+        ids = reader.read(span["document"], span["begin"], end).tolist() \
+            if span["begin"] < end else []
+        if span["end"] > length and self._args["append_eod"]:
+            ids.append(int(self.eod_token))  # type: ignore[arg-type]
+        return [int(i) for i in ids]
+
     def state_dict(self) -> Dict[str, Any]:
         """The position after the batches the loop received; taken between steps."""
         if self.single_pass:

@@ -95,6 +95,7 @@ TokenStreamRuntime::TokenStreamRuntime(std::vector<std::vector<std::string>> pre
   shards_ = std::move(run.shards);
   options_.edits = std::move(run.edits);
   plan_ = std::make_shared<TokenPlan>(run.sources, options_);
+  start_ = std::make_shared<const TokenPlan>(*plan_);
 }
 
 TokenStreamRuntime::~TokenStreamRuntime() { drop_ahead(); }
@@ -140,6 +141,10 @@ void TokenStreamRuntime::drop_ahead() {
   ahead_.reset();
 }
 
+StepExplanation TokenStreamRuntime::explain(uint64_t step, uint64_t world_size) const {
+  return explain_step(*start_, step, world_size, shards_.size());
+}
+
 TokenStreamRuntime TokenStreamRuntime::copy() {
   drop_ahead();
   TokenStreamRuntime out;
@@ -150,6 +155,7 @@ TokenStreamRuntime TokenStreamRuntime::copy() {
   out.options_ = options_;
   out.blocks_ = blocks_;
   out.plan_ = std::make_shared<TokenPlan>(synced());
+  out.start_ = start_;
   out.feed_from(fed_ ? fed_->feed() : nullptr);  // each reader its own scout
   return out;
 }

@@ -22,6 +22,7 @@
 #include "distsampler/node/node_order.h"
 #include "distsampler/node/plan_feed.h"
 #include "distsampler/state_dict.h"
+#include "distsampler/tokens/explain.h"
 #include "distsampler/tokens/plan.h"
 
 namespace distsampler {
@@ -126,6 +127,10 @@ class TokenStreamRuntime {
   // what an evaluation stream of this one mixes by.
   std::vector<double> latest_weights() const;
 
+  // Which documents made `step` (tokens/explain.h): the plan from its start, whatever this
+  // stream's position. Throws std::invalid_argument naming world_size (rank_sequences').
+  StepExplanation explain(uint64_t step, uint64_t world_size) const;
+
   // The plan at the stream's position (brought there from the feed first): for an inspector
   // that walks it sequence by sequence (the CLI's `tokens audit`), never a second stream.
   const TokenPlan& plan() { return synced(); }
@@ -155,6 +160,7 @@ class TokenStreamRuntime {
   std::vector<std::vector<std::string>> shards_;
   TokenPlanOptions options_;
   std::shared_ptr<TokenPlan> plan_;
+  std::shared_ptr<const TokenPlan> start_;  // the plan at sequence 0, for explain
   std::shared_ptr<FedTokenPlan> fed_;
   std::shared_ptr<Ahead> ahead_;
   std::shared_ptr<Scout> scout_;

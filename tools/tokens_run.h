@@ -1,0 +1,36 @@
+// tokens_run.h: a token run as the `tokens` subcommands take it from their flags (tokens.cc),
+// shared by plan, audit and explain (explain.cc).
+#ifndef DISTSAMPLER_TOOLS_TOKENS_RUN_H_
+#define DISTSAMPLER_TOOLS_TOKENS_RUN_H_
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "distsampler/loader/tokens.h"
+#include "distsampler/tokens/plan.h"
+#include "distsampler/tokens/stream.h"
+
+namespace distsampler::cli {
+
+struct TokenFlags {
+  std::vector<std::vector<std::string>> prefixes;
+  std::vector<TokenEdit> edits;
+  TokenPlanOptions options;
+  std::optional<EodToken> eod;  // --append-eod
+};
+
+// The sources, options and edits of the flags (--source, --seq-len, ...; kTokensHelp's list).
+TokenFlags parse_run(Flags& flags);
+// The run's stream: tokens/stream.h's runtime, the one Python's TokenStream and the libtorch
+// adapter drive (opening the sources with the edits and the EOD id, open_token_run's checks).
+TokenStreamRuntime make_stream(const TokenFlags& run);
+
+// `tokens explain` (explain.cc).
+int run_token_explain(Flags& flags, std::ostream& out);
+
+}  // namespace distsampler::cli
+
+#endif  // DISTSAMPLER_TOOLS_TOKENS_RUN_H_
