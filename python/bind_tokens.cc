@@ -14,6 +14,7 @@
 #include "distsampler/node/plan_feed.h"
 #include "distsampler/tokens/plan.h"
 #include "distsampler/tokens/stream.h"
+#include "distsampler/tokens/where.h"
 
 namespace distsampler {
 namespace python {
@@ -58,6 +59,20 @@ std::vector<TokenEdit> token_edits(const Changes& changes, const Ramps& ramps,
 }
 
 // An edit as Python gives it: (argument name, entry).
+// where.h's sightings as Python dicts.
+py::list sightings_list(const std::vector<Sighting>& all) {
+  py::list out;
+  for (const Sighting& x : all) {
+    out.append(py::dict(py::arg("step") = x.step, py::arg("row") = x.row,
+                        py::arg("sequence") = x.sequence, py::arg("offset") = x.offset,
+                        py::arg("source") = x.source, py::arg("document") = x.document,
+                        py::arg("begin") = x.begin, py::arg("end") = x.end,
+                        py::arg("tokens") = x.tokens(), py::arg("source_epoch") = x.epoch,
+                        py::arg("rank") = x.rank, py::arg("rank_row") = x.rank_row));
+  }
+  return out;
+}
+
 py::tuple python_edit(const TokenEdit& e) {
   const MixEdit& x = e.edit;
   switch (x.kind) {
@@ -279,6 +294,24 @@ void bind_tokens(py::module_& m) {
       [](const py::int_& ahead) { TokenStreamRuntime::check_plan_ahead(clamped_int(ahead)); },
       py::arg("plan_ahead"),
       "ValueError naming plan_ahead unless it is in [1, 1024] (tokens/stream.h)");
+  py::class_<PlanIndex>(m, "PlanIndex",
+                        "The plan's states every K steps (tokens/where.h): what makes where() "
+                        "and takedown() fast")
+      .def(py::init([](const TokenStreamRuntime& run, uint64_t steps, uint64_t every) {
+             return PlanIndex(run.start(), steps, every);
+           }),
+           py::arg("run"), py::arg("steps"), py::arg("every"),
+           py::call_guard<py::gil_scoped_release>())
+      .def_static("load", [](const std::string& path, const TokenStreamRuntime& run) {
+             return PlanIndex::load(path, run.start());
+           }, py::arg("path"), py::arg("run"), py::call_guard<py::gil_scoped_release>())
+      .def("save", &PlanIndex::save, py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("steps", &PlanIndex::steps)
+      .def_property_readonly("every", &PlanIndex::every)
+      .def_property_readonly("states", &PlanIndex::size)
+      .def_property_readonly("bytes", &PlanIndex::bytes)
+      .def_property_readonly("fingerprint", &PlanIndex::fingerprint);
+
   py::class_<TokenStreamRuntime>(m, "TokenPlan",
                                  "The global stream of training sequences over Megatron indexed "
                                  "sources, read a step at a time (tokens/stream.h)")
@@ -381,6 +414,61 @@ void bind_tokens(py::module_& m) {
           "'rank_row', 'tokens', 'spans': [{'source', 'document', 'begin', 'end', "
           "'source_epoch'}, ...]}, ...], 'sources': [{'source', 'step_tokens', "
           "'tokens_through'}, ...]}")
+      .def(
+          "where",
+          [](const TokenStreamRuntime& self, uint32_t source, uint64_t document, uint64_t until,
+             uint64_t world_size, const PlanIndex* index) {
+            std::vector<Sighting> found;
+            {
+              py::gil_scoped_release release;
+              found = where_document(self.start(), index, source, document, until, world_size);
+            }
+            return sightings_list(found);
+          },
+          py::arg("source"), py::arg("document"), py::arg("until"), py::arg("world_size"),
+          py::arg("index"),
+          "Every piece of a document in steps [0, until) (tokens/where.h): [{'step', 'row', "
+          "'sequence', 'offset', 'source', 'document', 'begin', 'end', 'tokens', "
+          "'source_epoch', 'rank', 'rank_row'}, ...]; with `index` (a PlanIndex of this run) a "
+          "replay between its states, else a scan")
+      .def(
+          "takedown",
+          [](const TokenStreamRuntime& self, const TokenStreamRuntime& edited,
+             std::vector<DocumentId> documents, uint64_t from_step, uint64_t until,
+             uint64_t world_size, const PlanIndex* index) {
+            Takedown t;
+            {
+              py::gil_scoped_release release;
+              t = takedown(self.start(), index, edited.start(), std::move(documents), from_step,
+                           until, world_size);
+            }
+            return py::dict(py::arg("from_step") = t.from_step,
+                            py::arg("documents") = t.documents,
+                            py::arg("before") = sightings_list(t.before),
+                            py::arg("after") = sightings_list(t.after));
+          },
+          py::arg("edited"), py::arg("documents"), py::arg("from_step"), py::arg("until"),
+          py::arg("world_size"), py::arg("index"),
+          "A takedown (tokens/where.h): the sightings before from_step, and those `edited` (this "
+          "run with the skip edit) still delivers from it on")
+      .def(
+          "documents_with_digest",
+          [](const TokenStreamRuntime& self, uint32_t source, const py::bytes& digest) {
+            if (source >= self.shards().size()) {
+              throw std::invalid_argument("source = " + std::to_string(source) +
+                                          " is out of range; allowed: 0 <= source < " +
+                                          std::to_string(self.shards().size()));
+            }
+            return documents_with_digest(self.shards()[source], std::string(digest));
+          },
+          py::arg("source"), py::arg("digest"),
+          "The documents of `source` whose .dochash entry is `digest` (16 bytes)")
+      .def(
+          "fingerprint",
+          [](const TokenStreamRuntime& self, uint64_t steps) {
+            return PlanIndex::fingerprint_of(self.start(), steps);
+          },
+          py::arg("steps"), "The run's fingerprint through `steps` (JSON text)")
       .def(
           "state_dict",
           [](TokenStreamRuntime& s, uint64_t world_size) {

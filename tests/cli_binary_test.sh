@@ -221,8 +221,8 @@ bad "--break = 'sideways'" audit --size 10 --world-size 2 --consumed 4 --resume-
 bad "--order = 'nope'" demo --order nope
 bad "unknown flag '--extra'" demo --extra 1
 bad "unexpected argument 'extra'" --version extra
-bad "allowed: plan, audit, explain, prepare" tokens frobnicate
-bad "expected a subcommand, plan, audit, explain or prepare" tokens
+bad "allowed: plan, audit, explain, index, where, takedown, prepare" tokens frobnicate
+bad "expected a subcommand, plan, audit, explain, index, where, takedown or prepare" tokens
 
 # tokens prepare (issue 52): the process becomes `PY -m distsampler.prepare ARGS...`, ARGS
 # untouched (never the tokens command's flags or --help), PY from DISTSAMPLER_PYTHON (empty: unset)

@@ -27,7 +27,7 @@
 
 namespace distsampler::cli {
 
-const char* const kTokensHelp = R"(usage: distsampler tokens plan|audit|explain --source PREFIX:WEIGHT ...
+const char* const kTokensHelp = R"(usage: distsampler tokens plan|audit|explain|index|where|takedown --source PREFIX:WEIGHT ...
                          --seq-len L --global-batch B [flags]
        distsampler tokens prepare ARGS...  (= python -m distsampler.prepare ARGS...)
 
@@ -53,6 +53,18 @@ The stream does not depend on W. docs/tokens.md describes it.
           goes to on --world-size W, and each source's tokens in the step and in steps 0 to N;
           a table, or one JSON object with --format json. Plans the steps up to N, reads no
           token (docs/tokens.md, "Which documents made a step").
+  index   plans steps 0..--steps N - 1 once and writes the plan's state every --every K steps
+          to --out FILE (O(sources x N / K) words): what makes `where` and `takedown` fast
+  where   at which steps document --doc S:D (repeatable) was or will be delivered: every
+          (step, row, rank:row on --world-size W, offset in the row, tokens, source epoch) of
+          each of its pieces in steps 0..--until N - 1; --text FILE finds the documents whose
+          text is FILE's bytes (the .dochash that `tokens prepare` writes); with --index FILE a
+          short replay between its states, without one a scan of the plan (docs/tokens.md,
+          "At which steps a document was seen")
+  takedown the steps each document that --docs FILE lists (lines "source document") was seen
+          at before --from-step S, and the edit that keeps them out from S on (--skip S:FILE,
+          to add to the run's flags; a document begun before S is finished), with what that
+          edit still delivers from S on; the report names the sources' fingerprint
   prepare raw text (JSONL, Parquet, text files) to Megatron .bin/.idx shards: runs
           `PY -m distsampler.prepare ARGS...` in this process's place, PY the interpreter that
           DISTSAMPLER_PYTHON names, else python3 on PATH; the distsampler package must be
@@ -103,6 +115,20 @@ explain:
   --step N                the step (required)
   --world-size W          ranks, for each row's rank and row (default 1)
   --format F              table (default) or json
+index:
+  --steps N               the steps to index (the run's)
+  --every K               a plan state every K steps (default 64)
+  --out FILE              the index file to write
+where, takedown:
+  --index FILE            an index of this run (`tokens index`); refused when built on another
+                          configuration or other data
+  --until N               the steps to look through, 0..N - 1 (default: the index's)
+  --world-size W          ranks, for each piece's rank and row (default 1)
+  --format F              table (default) or json
+  --doc S:D               where: a document of a source (repeatable)
+  --text FILE             where: the documents whose text is FILE's bytes
+  --docs FILE             takedown: the documents, lines "source document"
+  --from-step S           takedown: the first step they are kept out of
 audit:
   --state FILE            a checkpoint (JSON of TokenStream.state_dict()); repeat per file
   --sequences FILE        JSON lines, each with a "sequence" key: what the run read (every rank)
@@ -510,18 +536,22 @@ int run_token_audit(Flags& flags, std::ostream& out) {
 
 int run_tokens(const std::vector<std::string>& args, std::ostream& out) {
   if (args.size() < 2) {
-    throw UsageError("tokens: expected a subcommand, plan, audit, explain or prepare");
+    throw UsageError("tokens: expected a subcommand, plan, audit, explain, index, where, "
+                     "takedown or prepare");
   }
   const std::string& what = args[1];
   // prepare's arguments are the Python module's, never this command's flags.
   if (what == "prepare") run_prepare(args);
   Flags flags(args, 2, {}, {"--source", "--state", "--change", "--ramp", "--append", "--skip",
-                            "--locality"});
+                            "--locality", "--doc"});
   if (what == "plan") return run_plan(flags, out);
   if (what == "audit") return run_token_audit(flags, out);
   if (what == "explain") return run_token_explain(flags, out);
+  if (what == "index") return run_token_index(flags, out);
+  if (what == "where") return run_token_where(flags, out);
+  if (what == "takedown") return run_token_takedown(flags, out);
   throw UsageError("tokens: unknown subcommand '" + what +
-                   "'; allowed: plan, audit, explain, prepare");
+                   "'; allowed: plan, audit, explain, index, where, takedown, prepare");
 }
 
 }  // namespace distsampler::cli

@@ -1,5 +1,5 @@
 // tokens_run.h: a token run as the `tokens` subcommands take it from their flags (tokens.cc),
-// shared by plan, audit and explain (explain.cc).
+// shared by plan, audit, explain (explain.cc) and index, where, takedown (where.cc).
 #ifndef DISTSAMPLER_TOOLS_TOKENS_RUN_H_
 #define DISTSAMPLER_TOOLS_TOKENS_RUN_H_
 
@@ -30,6 +30,10 @@ TokenStreamRuntime make_stream(const TokenFlags& run);
 
 // `tokens explain` (explain.cc).
 int run_token_explain(Flags& flags, std::ostream& out);
+// `tokens index`, `tokens where` and `tokens takedown` (where.cc).
+int run_token_index(Flags& flags, std::ostream& out);
+int run_token_where(Flags& flags, std::ostream& out);
+int run_token_takedown(Flags& flags, std::ostream& out);
 
 }  // namespace distsampler::cli
 

@@ -7,6 +7,8 @@ the read-ahead, the workers' rows); this module maps them onto torch: an
 IterableDataset whose batches are this rank's share of each step, exact through DataLoader
 workers, with torchdata's ``Stateful`` methods. docs/tokens.md describes the stream.
 """
+import hashlib
+import json
 import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -346,6 +348,84 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                         readers[source] = _core.IndexedSource(self._plan.shards[source])
                     span["text"] = tokenizer.decode(self._span_tokens(readers[source], span),
                                                     skip_special_tokens=False)
+        return out
+
+    def index(self, steps: int, path: Optional[Union[str, "os.PathLike[str]"]] = None, *,
+              every: int = 64) -> Any:
+        """The plan's states every ``every`` steps through ``steps`` (docs/tokens.md, "At which
+        steps a document was seen"): what makes :meth:`where` and :meth:`takedown` fast. Plans
+        the run once (no token read); O(sources x steps / every) words. Written to ``path``
+        when given (what ``distsampler tokens index`` writes); returned either way."""
+        steps = _core.check_count("steps", steps, 1)
+        every = _core.check_count("every", every, 1)
+        built = _core.PlanIndex(self._plan, steps, every)
+        if path is not None:
+            built.save(os.fspath(path))
+        return built
+
+    def _index(self, index: Any) -> Any:
+        if index is None or isinstance(index, _core.PlanIndex):
+            return index
+        if isinstance(index, (str, os.PathLike)):
+            return _core.PlanIndex.load(os.fspath(index), self._plan)
+        raise TypeError(f"index = {index!r}: a path to an index file or what index() returns")
+
+    def _until(self, until: Optional[int], index: Any) -> int:
+        if until is None:
+            if index is None:
+                raise ValueError("until = None needs an index (the steps to look through)")
+            return int(index.steps)
+        return _core.check_count("until", until, 0)
+
+    def where(self, source: int, document: int, *, until: Optional[int] = None,
+              index: Any = None, world_size: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Every piece of ``document`` of ``source`` delivered in steps [0, ``until``) (the
+        index's steps by default), in delivery order: dicts with its step, row, sequence,
+        offset in the row, begin, end, tokens, source_epoch (the source's pass) and the rank and
+        row it goes to on ``world_size`` ranks (this stream's by default). ``index``: what
+        :meth:`index` returns or the file it writes; refused when built on another
+        configuration or other data. Without one the plan is scanned from step 0."""
+        index = self._index(index)
+        until = self._until(until, index)
+        source = _core.check_count("source", source, 0)
+        document = _core.check_count("document", document, 0)
+        world = self.world_size if world_size is None else _core.check_count(
+            "world_size", world_size, 1)
+        return list(self._plan.where(source, document, until, world, index))
+
+    def find_text(self, text: Union[str, bytes]) -> List[Tuple[int, int]]:
+        """The (source, document) pairs whose text is ``text`` (str as UTF-8, or bytes), by the
+        BLAKE2b-128 digest that ``tokens prepare`` writes per document (its .dochash)."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        return [(source, int(d)) for source in range(len(self._plan.shards))
+                for d in self._plan.documents_with_digest(source, digest)]
+
+    def takedown(self, documents: Sequence[Tuple[int, int]], from_step: int, *,
+                 until: Optional[int] = None, index: Any = None,
+                 world_size: Optional[int] = None) -> Dict[str, Any]:
+        """A takedown of ``documents`` ((source, document) pairs) from ``from_step`` on: every
+        piece of each seen before it (``before``: which checkpoints hold its influence), the
+        edit that keeps them out (``skips``: add it to this stream's ``skips=``, or ``--skip``
+        of the CLI), the pieces the edited run still delivers from ``from_step`` on
+        (``after``: only documents begun before it, which a skip list finishes) and the
+        ``fingerprint`` of the sources and configuration it was computed on."""
+        index = self._index(index)
+        until = self._until(until, index)
+        from_step = _core.check_count("from_step", from_step, 0)
+        world = self.world_size if world_size is None else _core.check_count(
+            "world_size", world_size, 1)
+        pairs = sorted({(_core.check_count("source", s, 0), _core.check_count("document", d, 0))
+                        for s, d in documents})
+        edit = (from_step, pairs)
+        a = dict(self._args)
+        sources = a.pop("sources")
+        a["skips"] = list(a["skips"]) + [edit]
+        edited = TokenStream(sources, **a, subset=self.subset, rank=0, world_size=1)
+        out = dict(self._plan.takedown(edited._plan, pairs, from_step, until, world, index))
+        out["documents"] = [tuple(d) for d in out["documents"]]
+        out["skips"] = [edit]
+        out["fingerprint"] = json.loads(self._plan.fingerprint(until))
         return out
 
     def _span_tokens(self, reader: Any, span: Dict[str, Any]) -> List[int]:

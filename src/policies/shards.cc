@@ -84,24 +84,30 @@ BlockShardOrder::BlockShardOrder(uint64_t n, uint64_t block, uint64_t window, co
   short_slot_ = blocks_ > 0 ? block_order_.inverse(blocks_ - 1) : 0;
 }
 
+uint64_t BlockShardOrder::slot_start(uint64_t slot) const {
+  // j x block, less the last block's shortfall once it is behind.
+  return slot * block_ - (slot > short_slot_ ? short_ : 0);
+}
+
+BlockShardOrder::Window BlockShardOrder::window_at(uint64_t first_slot) const {
+  Window out;
+  out.first_slot = first_slot;
+  out.slots = std::min(window_, blocks_ - first_slot);
+  out.base = slot_start(first_slot);
+  out.items = slot_start(first_slot + out.slots) - out.base;
+  return out;
+}
+
 BlockShardOrder::Window BlockShardOrder::window_of(uint64_t position) const {
-  // Order positions before slot j: j x block, less the last block's shortfall once it is behind.
-  const auto start = [this](uint64_t slot) {
-    return slot * block_ - (slot > short_slot_ ? short_ : 0);
-  };
   const uint64_t span = window_ * block_;
   const uint64_t short_window = short_slot_ / window_;
   uint64_t w = position / span;
-  if (w > short_window || (w == short_window && position >= start(std::min(
-                                                     (short_window + 1) * window_, blocks_)))) {
+  if (w > short_window ||
+      (w == short_window &&
+       position >= slot_start(std::min((short_window + 1) * window_, blocks_)))) {
     w = (position + short_) / span;
   }
-  Window out;
-  out.first_slot = w * window_;
-  out.slots = std::min(window_, blocks_ - out.first_slot);
-  out.base = start(out.first_slot);
-  out.items = start(out.first_slot + out.slots) - out.base;
-  return out;
+  return window_at(w * window_);
 }
 
 FeistelPermutation BlockShardOrder::within(const Window& w) const {
@@ -135,6 +141,14 @@ uint64_t BlockShardOrder::at(uint64_t position) const {
                             " is out of range; allowed: position < " + std::to_string(n_));
   }
   return (*this)(position);
+}
+
+uint64_t BlockShardOrder::inverse(uint64_t item) const {
+  // item()'s steps backwards: the block's slot, the item's place among its window's items in
+  // slot order, and the window's permutation undone.
+  const uint64_t slot = block_order_.inverse(item / block_);
+  const Window w = window_at(slot / window_ * window_);
+  return w.base + within(w).inverse(slot_start(slot) - w.base + item % block_);
 }
 
 void BlockShardOrder::gather(uint64_t first, uint64_t count, uint64_t* out) const {

@@ -98,6 +98,26 @@ uint64_t Mixer::EpochOrder::at(uint64_t position) const {
   return blocks ? (*blocks)(position) : base(position);
 }
 
+std::optional<uint64_t> Mixer::EpochOrder::position_of(uint64_t document) const {
+  if (document >= size()) return std::nullopt;
+  // at() undone: the landing that appended `document` (or the base order) gives its position
+  // then, and each later landing moves a position at or after its start within the rest.
+  size_t k = parts.size();
+  while (k > 0 && document < parts[k - 1].before) --k;
+  uint64_t position = 0;
+  if (k > 0) {
+    const Part& part = parts[k - 1];
+    position = part.start + part.rest.inverse((part.before - part.start) + (document - part.before));
+  } else {
+    position = blocks ? blocks->inverse(document) : base.inverse(document);
+  }
+  for (; k < parts.size(); ++k) {
+    const Part& part = parts[k];
+    if (position >= part.start) position = part.start + part.rest.inverse(position - part.start);
+  }
+  return position;
+}
+
 SourceOrder locality_order(int64_t block, int64_t window, const std::string& what) {
   if (block < 1 || window < 1) {
     invalid(what + ": block " + std::to_string(block) + ", window " + std::to_string(window) +
@@ -402,6 +422,13 @@ std::vector<uint64_t> Mixer::epoch_documents(uint32_t source, uint64_t epoch,
   std::vector<uint64_t> out;
   for (uint64_t p = 0; p < count && p < order.size(); ++p) out.push_back(order.at(p));
   return out;
+}
+
+std::optional<uint64_t> Mixer::position_of(uint32_t source, uint64_t epoch,
+                                           uint64_t document) const {
+  if (source >= sources_.size()) return std::nullopt;
+  if (epoch == mix_.cursors[source].epoch) return live_[source].order.position_of(document);
+  return order_of(source, epoch, mix_.landings, *sources_[source]).position_of(document);
 }
 
 uint64_t Mixer::epoch_size(uint32_t source, uint64_t epoch) const {

@@ -20,6 +20,8 @@ GENERATED = {"version.h"}
 UMBRELLA = "distsampler.h"
 # Headers whose test is not tests/cpp/<stem>_test.cc: (path of the test, why).
 TESTS_ELSEWHERE = {
+    # The .dochash digest, tested with the text lookup it serves (hashlib's vectors).
+    "blake2b.h": "tests/cpp/where_test.cc",
     "launch/mpi.h": "tests/dist/mpi_test.cc",
     # The Feistel order's versions, tested through FeistelPermutation (feistel.h).
     "libtorch/sampler.h": "tests/cpp/libtorch_sampler_test.cc",

@@ -131,6 +131,33 @@ def test_each_document_is_the_tokenizers_encoding_and_the_eod(prepared, tokenize
     assert f"{len(inputs[0])}/{len(inputs[0])} shards" in stderr  # the progress line
 
 
+def test_a_text_is_found_by_its_dochash_and_its_steps_by_where(prepared, tokenizer, inputs,
+                                                                cli, tmp_path):
+    """The .dochash beside each shard finds a document by its text (TokenStream.find_text,
+    `tokens where --text`): the document whose tokens are that text's encoding, and the steps
+    it was read at (docs/tokens.md, "At which steps a document was seen")."""
+    from distsampler.tokens import TokenStream
+    out = prepared[0]
+    shards = [os.path.join(out, f"shard_{i:05d}") for i in range(len(inputs[0]))]
+    s = TokenStream([(shards[:3], 1.0), (shards[3:], 2.0)], seq_len=63, global_batch=4)
+    tok = tokenizers.Tokenizer.from_file(tokenizer)
+    eod = tok.token_to_id("<|endoftext|>")
+    text = inputs[1][4][7]  # the 8th document of the 5th input: source 1, its 2nd shard
+    found = s.find_text(text)
+    assert found == [(1, len(inputs[1][3]) + 7)]
+    source = _core.IndexedSource(shards[3:])
+    assert source.read(found[0][1]).tolist() == tok.encode(text, add_special_tokens=False).ids + [eod]
+    seen = s.where(*found[0], until=200)
+    assert seen and all(x["source"] == 1 and x["document"] == found[0][1] for x in seen)
+    (tmp_path / "text.txt").write_bytes(text.encode("utf-8"))
+    flags = ["--seq-len", 63, "--global-batch", 4, "--source", ",".join(shards[:3]) + ":1",
+             "--source", ",".join(shards[3:]) + ":2"]
+    got = json.loads(cli("tokens", "where", *flags, "--text", tmp_path / "text.txt", "--until",
+                         200, "--format", "json").stdout)
+    assert got["text_matches"] == [{"source": 1, "document": found[0][1]}]
+    assert got["documents"][0]["sightings"] == seen
+
+
 def test_megatron_reads_the_shards(prepared, tokenizer, inputs):
     indexed = required("megatron.core.datasets.indexed_dataset", "DISTSAMPLER_REQUIRE_MEGATRON")
     out = prepared[0]

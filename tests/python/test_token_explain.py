@@ -147,16 +147,21 @@ def test_with_a_tokenizer_each_span_has_its_text_with_the_appended_eod(corpus): 
     assert ends > 0  # spans that reach a document's end, its EOD appended by the reader
 
 
+def run_flags(corpus, args, tmp_path):  # noqa: F811
+    """The CLI's flags for the run make(corpus, args) makes (no split, no locality)."""
+    edits = {k: v for k, v in args.items() if k in ("changes", "ramps", "appends", "skips")}
+    flags = ["--seq-len", L, "--global-batch", B, "--seed", args["seed"], "--packing",
+             args["packing"], *(["--window", 16] if args["packing"] == "best-fit" else [])]
+    for prefixes, weight in corpus[0]:
+        flags += ["--source", ",".join(prefixes) + f":{weight}"]
+    return flags + cli_flags(edits, tmp_path)
+
+
 def test_the_cli_explains_as_python_does(corpus, extra, cli, tmp_path):  # noqa: F811
     for name, args in configurations(extra)[:6]:
         if "split" in args or "locality" in args:
             continue
-        edits = {k: v for k, v in args.items() if k in ("changes", "ramps", "appends", "skips")}
-        flags = ["--seq-len", L, "--global-batch", B, "--seed", args["seed"], "--packing",
-                 args["packing"], *(["--window", 16] if args["packing"] == "best-fit" else [])]
-        for prefixes, weight in corpus[0]:
-            flags += ["--source", ",".join(prefixes) + f":{weight}"]
-        flags += cli_flags(edits, tmp_path)
+        flags = run_flags(corpus, args, tmp_path)
         got = cli("tokens", "explain", *flags, "--step", 7, "--world-size", 3, "--format",
                   "json")
         assert json.loads(got.stdout) == make(corpus, args).explain(7, world_size=3), name

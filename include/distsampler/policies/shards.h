@@ -54,6 +54,8 @@ class BlockShardOrder {
   uint64_t at(uint64_t position) const;
   // out[j] = (*this)(first + j) for j in [0, count), each window's permutation made once.
   void gather(uint64_t first, uint64_t count, uint64_t* out) const;
+  // The position holding `item` < size(): (*this)(inverse(item)) == item, in O(1).
+  uint64_t inverse(uint64_t item) const;
 
  private:
   struct Window {
@@ -63,6 +65,8 @@ class BlockShardOrder {
     uint64_t items;       // its items
   };
   Window window_of(uint64_t position) const;
+  Window window_at(uint64_t first_slot) const;  // the window of slots from first_slot
+  uint64_t slot_start(uint64_t slot) const;     // order positions before slot `slot`
   FeistelPermutation within(const Window& w) const;
   uint64_t item(const Window& w, uint64_t q) const;  // the window's q-th item in slot order
 

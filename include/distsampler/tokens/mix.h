@@ -328,6 +328,11 @@ class Mixer {
   // this mixer has entered), and how many positions that epoch has (so far, for the live one).
   std::vector<uint64_t> epoch_documents(uint32_t source, uint64_t epoch, uint64_t count) const;
   uint64_t epoch_size(uint32_t source, uint64_t epoch) const;
+  // The inverse of document_at: the position of `document` in source `source`'s order in source
+  // epoch `epoch` (one this mixer has entered, with the landings it knows), nullopt when that
+  // epoch's order does not hold it (a document appended after the epoch began, and not landed in
+  // it). O(landings in the epoch).
+  std::optional<uint64_t> position_of(uint32_t source, uint64_t epoch, uint64_t document) const;
 
  private:
   // A source's order in one source epoch: a FeistelPermutation over the documents it had when
@@ -345,6 +350,7 @@ class Mixer {
                            : parts.back().start + parts.back().rest.size();
     }
     uint64_t at(uint64_t position) const;
+    std::optional<uint64_t> position_of(uint64_t document) const;  // at()'s inverse
     void gather(uint64_t first, uint64_t count, uint64_t* out) const;  // at(first + i)
   };
   struct Live {  // per source: the current epoch's order and the next piece's document

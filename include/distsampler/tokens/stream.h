@@ -130,6 +130,8 @@ class TokenStreamRuntime {
   // Which documents made `step` (tokens/explain.h): the plan from its start, whatever this
   // stream's position. Throws std::invalid_argument naming world_size (rank_sequences').
   StepExplanation explain(uint64_t step, uint64_t world_size) const;
+  // The plan at sequence 0 (what explain walks, and where.h's queries start from).
+  const TokenPlan& start() const { return *start_; }
 
   // The plan at the stream's position (brought there from the feed first): for an inspector
   // that walks it sequence by sequence (the CLI's `tokens audit`), never a second stream.
