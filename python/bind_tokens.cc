@@ -380,11 +380,12 @@ void bind_tokens(py::module_& m) {
           "rank's share of the next step")
       .def(
           "explain",
-          [](const TokenStreamRuntime& self, uint64_t step, uint64_t world_size) {
+          [](const TokenStreamRuntime& self, uint64_t step, uint64_t world_size,
+             const PlanIndex* index) {
             StepExplanation e;
             {
               py::gil_scoped_release release;
-              e = self.explain(step, world_size);
+              e = self.explain(step, world_size, index);
             }
             py::list rows;
             for (const ExplainedRow& r : e.rows) {
@@ -408,8 +409,9 @@ void bind_tokens(py::module_& m) {
             return py::dict(py::arg("step") = e.step, py::arg("world_size") = e.world_size,
                             py::arg("rows") = rows, py::arg("sources") = sources);
           },
-          py::arg("step"), py::arg("world_size"),
-          "Which documents made `step` (tokens/explain.h), from the plan's start whatever the "
+          py::arg("step"), py::arg("world_size"), py::arg("index") = nullptr,
+          "Which documents made `step` (tokens/explain.h), from the plan's start (or `index`'s "
+          "last state before it) whatever the "
           "stream's position: {'step', 'world_size', 'rows': [{'row', 'sequence', 'rank', "
           "'rank_row', 'tokens', 'spans': [{'source', 'document', 'begin', 'end', "
           "'source_epoch'}, ...]}, ...], 'sources': [{'source', 'step_tokens', "

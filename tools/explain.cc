@@ -2,6 +2,7 @@
 // step, row by row, with the rank and row each goes to on W ranks and the sources' ledger; a
 // readable table, or one JSON object.
 #include <cstdint>
+#include <optional>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "cli.h"
 #include "distsampler/tokens/explain.h"
+#include "distsampler/tokens/where.h"
 #include "output.h"
 #include "tokens_run.h"
 
@@ -71,12 +73,16 @@ int run_token_explain(Flags& flags, std::ostream& out) {
   const uint64_t step = flags.take_required_u64("--step");
   const uint64_t world = flags.take_u64("--world-size", 1);
   const std::string format = flags.take_string("--format", "table");
+  const std::string index_path = flags.take_string("--index", "");
   flags.finish();
   if (format != "table" && format != "json") {
     throw UsageError("--format " + format + ": allowed: table, json");
   }
   rank_sequences(run.options.global_batch, world, 0, 0);  // the checks, before any work
-  const StepExplanation e = make_stream(run).explain(step, world);
+  const TokenStreamRuntime stream = make_stream(run);
+  std::optional<PlanIndex> index;
+  if (!index_path.empty()) index = PlanIndex::load(index_path, stream.start());
+  const StepExplanation e = stream.explain(step, world, index ? &*index : nullptr);
   if (format == "json") {
     out << to_json(e).dump() << "\n";
   } else {

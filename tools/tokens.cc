@@ -115,6 +115,7 @@ explain:
   --step N                the step (required)
   --world-size W          ranks, for each row's rank and row (default 1)
   --format F              table (default) or json
+  --index FILE            an index of this run: planned from its last state before the step
 index:
   --steps N               the steps to index (the run's)
   --every K               a plan state every K steps (default 64)

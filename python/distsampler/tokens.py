@@ -325,17 +325,19 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
                            world_size=self.world_size)
 
     def explain(self, step: int, *, world_size: Optional[int] = None,
-                tokenizer: Any = None) -> Dict[str, Any]:
+                tokenizer: Any = None, index: Any = None) -> Dict[str, Any]:
         """Which documents made `step` (docs/tokens.md, "Which documents made a step"): each
         row of the global batch with its spans (source, document, begin, end, source_epoch),
         the rank and row it goes to on `world_size` ranks (this stream's by default), and each
         source's tokens in the step and in steps 0 to `step`. With `tokenizer` (a
         ``tokenizers.Tokenizer``, or a tokenizer.json's path), each span's ``text``, decoded from
-        the tokens the stream reads there. Plans from the start; never moves this stream."""
+        the tokens the stream reads there. Plans from the start, or with ``index`` (what
+        :meth:`index` returns or the file it writes) from its last state before the step;
+        never moves this stream."""
         step = _core.check_count("step", step, 0)
         world = self.world_size if world_size is None else _core.check_count(
             "world_size", world_size, 1)
-        out: Dict[str, Any] = self._plan.explain(step, world)
+        out: Dict[str, Any] = self._plan.explain(step, world, self._index(index))
         if tokenizer is not None:
             if isinstance(tokenizer, (str, os.PathLike)):
                 from tokenizers import Tokenizer

@@ -224,6 +224,7 @@ PlannedSequence TokenPlan::next_concat(bool spans) {
     const uint64_t begin = piece.begin + (i == 0 ? offset : 0);
     const uint64_t end = std::min(piece.end, begin + (want - have));
     if (spans) out.spans.push_back(Span{piece.source, piece.document, begin, end, piece.epoch});
+    if (ledger_) count(piece.source, end - begin);
     have += end - begin;
   }
   // The next sequence starts at the last token of this one: L tokens on.
@@ -291,6 +292,9 @@ PlannedSequence TokenPlan::next_best_fit(bool spans) {
   out.index = sequence_++;
   if (next_bin_ < bins_.size()) {  // else a single pass's padding
     if (spans) out.spans = bins_[next_bin_];
+    if (ledger_) {
+      for (const Span& x : bins_[next_bin_]) count(x.source, x.end - x.begin);
+    }
     ++next_bin_;
   }
   return out;

@@ -141,7 +141,9 @@ void TokenStreamRuntime::drop_ahead() {
   ahead_.reset();
 }
 
-StepExplanation TokenStreamRuntime::explain(uint64_t step, uint64_t world_size) const {
+StepExplanation TokenStreamRuntime::explain(uint64_t step, uint64_t world_size,
+                                            const PlanIndex* index) const {
+  if (index != nullptr) return explain_indexed(*start_, *index, step, world_size, shards_.size());
   return explain_step(*start_, step, world_size, shards_.size());
 }
 

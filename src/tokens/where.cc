@@ -37,14 +37,9 @@ SourceCursor cursor_in(const TokenPlanState& s, uint32_t source) {
   return source < s.mix.cursors.size() ? s.mix.cursors[source] : SourceCursor{};
 }
 
-// The first sequence a piece drawn after `state`'s anchor can be in (plan.h's TokenPlanState:
-// concat, the anchor piece starts `skip` tokens before the sequence's first token, and a token
-// at a multiple of L is also the last of the sequence before; best-fit, the window's first bin).
-uint64_t first_reachable(const TokenPlanState& state, const TokenPlanOptions& o) {
-  if (o.packing == Packing::kBestFit) return state.sequence - state.skip;
-  const uint64_t token = state.sequence * o.seq_len - state.skip;
-  return token == 0 ? 0 : (token + o.seq_len - 1) / o.seq_len - 1;
-}
+// Best-fit: the first sequence a piece drawn after `state`'s anchor can be in, its window's
+// first bin (plan.h's TokenPlanState).
+uint64_t first_reachable(const TokenPlanState& state) { return state.sequence - state.skip; }
 
 void collect(const std::vector<PlannedSequence>& rows, uint64_t batch, uint64_t world,
              const std::set<std::tuple<uint32_t, uint64_t>>& documents,
@@ -131,8 +126,12 @@ PlanIndex::PlanIndex(TokenPlan start, uint64_t steps, uint64_t every) {
   steps_ = steps;
   every_ = every;
   fingerprint_ = fingerprint_of(start, steps);
+  start.count_tokens(std::vector<uint64_t>(start.mixer().sources(), 0));
   for (uint64_t step = 0;; ++step) {
-    if (step % every == 0 || step == steps) states_.push_back(token_state_words(start.state()));
+    if (step % every == 0 || step == steps) {
+      states_.push_back(token_state_words(start.state()));
+      ledgers_.push_back(*start.tokens_counted());
+    }
     if (step == steps) break;
     start.next_step_rows(0, 0);  // planned, spans not kept: no rank reads them here
   }
@@ -149,6 +148,7 @@ SourceCursor PlanIndex::cursor(size_t i, uint32_t source) const { return cursor_
 uint64_t PlanIndex::bytes() const {
   uint64_t words = 0;
   for (const auto& w : states_) words += w.size() + 1;
+  for (const auto& w : ledgers_) words += w.size() + 1;
   return words * 8;
 }
 
@@ -168,9 +168,11 @@ void PlanIndex::save(const std::string& path) const {
       for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
       out.write(reinterpret_cast<const char*>(b), 8);
     };
-    for (const auto& w : states_) {
-      word(w.size());
-      for (uint64_t v : w) word(v);
+    for (size_t i = 0; i < states_.size(); ++i) {
+      for (const auto* w : {&states_[i], &ledgers_[i]}) {
+        word(w->size());
+        for (uint64_t v : *w) word(v);
+      }
     }
     out.flush();
     if (!out) invalid("index file = '" + path + "' could not be written whole");
@@ -258,9 +260,28 @@ PlanIndex PlanIndex::load(const std::string& path, const TokenPlan& start) {
               std::to_string(out.step_of(i)));
     }
     out.states_.push_back(std::move(w));
+    if (!word(&n) || n > (rest.size() - at) / 8 || n > Mixer::kMaxSources) {
+      invalid(what + " is cut short at the ledger of state " + std::to_string(i));
+    }
+    std::vector<uint64_t> ledger(n);
+    for (uint64_t& v : ledger) word(&v);
+    out.ledgers_.push_back(std::move(ledger));
   }
   if (at != rest.size()) invalid(what + " has bytes after its last state");
   return out;
+}
+
+StepExplanation explain_indexed(const TokenPlan& start, const PlanIndex& index, uint64_t step,
+                                uint64_t world_size, uint64_t sources) {
+  if (start.sequence() != 0) {
+    invalid("explain: a plan at sequence " + std::to_string(start.sequence()) +
+            "; allowed: 0 (its start)");
+  }
+  rank_sequences(start.options().global_batch, world_size, 0, step);  // the checks first
+  const size_t i = static_cast<size_t>(std::min<uint64_t>(step / index.every(), index.size() - 1));
+  TokenPlan plan = start;
+  plan.load(index.state(i));
+  return explain_step_from(std::move(plan), index.tokens_before(i), step, world_size, sources);
 }
 
 // ---- where ----------------------------------------------------------------------------------
@@ -270,13 +291,44 @@ namespace {
 // Replays `plan` (at a step boundary) up to step `until`, collecting the pieces of `document`
 // read in source epoch `epoch`, and stops after the first step whose anchor cursor is past
 // position `position` of that epoch (every piece of it then given).
+// `reach_back` (concat, a state past sequence 0), with the state's `skip`: the sequence before
+// the state's ends with the anchor piece's first skip + 1 tokens, the first tokens of the
+// state's first span, which is how a piece drawn after the anchor reaches back (one sequence,
+// two when skip = L): found here from the replay's first span, so the replay needs no state
+// before this one.
 void replay(TokenPlan plan, uint64_t until, uint32_t source, uint64_t document, uint64_t epoch,
-            uint64_t position, uint64_t world, std::vector<Sighting>& out) {
+            uint64_t position, uint64_t world, bool reach_back, uint64_t skip,
+            std::vector<Sighting>& out) {
   const uint64_t batch = plan.options().global_batch;
   const std::set<std::tuple<uint32_t, uint64_t>> wanted = {{source, document}};
   const Key past{epoch, position + 1, 0};
-  while (plan.step() < until) {
-    collect(plan.next_step(1, 0), batch, world, wanted, epoch, out);
+  while (plan.step() < until || reach_back) {
+    const uint64_t step = plan.step();
+    std::vector<PlannedSequence> rows = plan.next_step(1, 0);
+    if (reach_back && !rows.empty() && !rows.front().spans.empty()) {
+      const Span& x = rows.front().spans.front();
+      const uint64_t length = plan.options().seq_len, k = rows.front().index;
+      if (x.source == source && x.document == document && x.epoch == epoch) {
+        // The anchor piece starts skip tokens before sequence k's first token: sequence k - 1
+        // ends with [begin - skip, begin] of it, and when skip = L its first token is also
+        // sequence k - 2's last.
+        for (uint64_t back = (skip == length && k >= 2) ? 2 : 1; back > 0; --back) {
+          const uint64_t first = x.begin - skip;
+          PlannedSequence before;
+          before.index = k - back;
+          before.spans.assign(1, back == 2 ? Span{x.source, x.document, first, first + 1, x.epoch}
+                                           : Span{x.source, x.document, first, x.begin + 1,
+                                                  x.epoch});
+          if (before.index / batch >= until) continue;
+          const size_t at = out.size();
+          collect({before}, batch, world, wanted, epoch, out);
+          out[at].offset = back == 2 ? length : length - skip;
+        }
+      }
+    }
+    reach_back = false;
+    if (step >= until) break;  // planned for the reach-back alone
+    collect(rows, batch, world, wanted, epoch, out);
     if (key_of(cursor_in(plan.state(), source)) >= past) break;
   }
 }
@@ -346,13 +398,21 @@ std::vector<Sighting> where_document(const TokenPlan& start, const PlanIndex* in
     }
     // Its pieces are in sequences from the first one a piece drawn after that state reaches:
     // the replay starts at the last state at or before it.
-    const uint64_t first = first_reachable(index->state(lo), start.options());
+    // Concat reaches back one sequence at most, found from the replay's first span; best-fit
+    // reaches back to its window's first bin: the replay starts at the last state at or before.
+    const TokenPlanState bracket = index->state(lo);
     size_t from = lo;
-    while (from > 0 && index->state(from).sequence > first) --from;
-    if (index->step_of(from) >= until) continue;
+    const bool reach_back = start.options().packing == Packing::kConcat && bracket.sequence > 0;
+    if (start.options().packing != Packing::kConcat) {
+      const uint64_t first = first_reachable(bracket);
+      while (from > 0 && index->state(from).sequence > first) --from;
+    }
+    // Past `until` nothing is looked at, but the reach-back into the step before it.
+    if (index->step_of(from) > until || (index->step_of(from) == until && !reach_back)) continue;
     TokenPlan plan = start;
     plan.load(index->state(from));
-    replay(std::move(plan), until, source, document, epoch, *position, world_size, out);
+    replay(std::move(plan), until, source, document, epoch, *position, world_size, reach_back,
+           bracket.skip, out);
   }
   std::sort(out.begin(), out.end(), [](const Sighting& a, const Sighting& b) {
     return std::tie(a.sequence, a.offset) < std::tie(b.sequence, b.offset);

@@ -4,7 +4,8 @@
 // one, is the brute-force scan of the plan, sighting for sighting; the order inverses
 // (Mixer::position_of, BlockShardOrder::inverse) undo the orders; a takedown's report is the scan
 // of the run before its step and of the edited run after it, and the edited run, resumed from a
-// checkpoint at the step on another world size, delivers no listed document but those under way.
+// checkpoint at the step on another world size, delivers no listed document but those under way;
+// explain from an index's state and ledger is explain from step 0.
 #include "distsampler/tokens/where.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -25,10 +27,19 @@
 #include "distsampler/blake2b.h"
 #include "distsampler/hash.h"
 #include "distsampler/policies/shards.h"
+#include "distsampler/tokens/explain.h"
 #include "distsampler/tokens/plan.h"
 #include "mix_edits.h"
 
 namespace distsampler {
+
+// Failure messages that read as the CLI's table.
+void PrintTo(const Sighting& s, std::ostream* os) {
+  *os << "step " << s.step << " row " << s.row << " (seq " << s.sequence << ") offset "
+      << s.offset << " " << s.source << "/" << s.document << "[" << s.begin << ", " << s.end
+      << ") epoch " << s.epoch;
+}
+
 namespace {
 
 using Sources = std::vector<std::shared_ptr<const DocumentLengths>>;
@@ -229,6 +240,19 @@ TEST(Where, IsTheBruteForceScanOnRandomConfigurations) {
     for (uint64_t every : {uint64_t{1}, uint64_t{3}, uint64_t{7}, c.steps + 5}) {
       const PlanIndex index(start, c.steps, every);
       ASSERT_EQ(index.size(), c.steps / every + 1 + (c.steps % every != 0));
+      // explain from the index's state and ledger is explain from step 0.
+      for (uint64_t step : {uint64_t{0}, c.steps / 3, c.steps - 1, c.steps + 2}) {
+        const uint64_t sources = end.mixer().sources();
+        const StepExplanation a = explain_step(start, step, world, sources);
+        const StepExplanation b = explain_indexed(start, index, step, world, sources);
+        ASSERT_EQ(a.tokens_through, b.tokens_through) << c.name << ", step " << step;
+        ASSERT_EQ(a.step_tokens, b.step_tokens) << c.name << ", step " << step;
+        ASSERT_EQ(a.rows.size(), b.rows.size());
+        for (size_t r = 0; r < a.rows.size(); ++r) {
+          ASSERT_EQ(a.rows[r].spans, b.rows[r].spans) << c.name << ", step " << step;
+          ASSERT_EQ(a.rows[r].rank_row, b.rows[r].rank_row);
+        }
+      }
       const uint64_t until = every == 3 ? c.steps / 2 + 1 : c.steps;
       for (const DocumentId& d : documents) {
         const auto it = expected.find(d);

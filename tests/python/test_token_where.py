@@ -3,7 +3,7 @@ was seen"; issue 53, the reverse question): TokenStream.where() with an index of
 (in memory and from its file) and without one, on randomized configurations (concat and
 best-fit, splits, a locality order, weight changes, ramps, appends, a new source and skip lists
 mid-run, several source passes), against a brute force: the plan walked step by step, every span
-of every row; the CLI's `tokens index` / `where` / `takedown` give what Python gives; a takedown's
+of every row (and explain from the index's states is explain from step 0); the CLI's `tokens index` / `where` / `takedown` give what Python gives; a takedown's
 skip edit, resumed from a checkpoint at its step on another W through the loader with workers,
 delivers none of the listed documents but those the report says are under way; an index of
 another configuration or of changed data is refused, naming what differs."""
@@ -66,6 +66,8 @@ def test_where_is_the_brute_force_scan(corpus, extra, tmp_path):  # noqa: F811
         every = rng.choice([1, 2, 5, 16])
         built = s.index(STEPS, tmp_path / f"{name}.index", every=every)
         assert built.steps == STEPS and built.states == STEPS // every + 1 + (STEPS % every != 0)
+        step = rng.randint(0, STEPS + 3)  # explain from the index: explain from step 0
+        assert s.explain(step, index=built, world_size=world) == s.explain(step, world_size=world)
         docs = documents_of(s)
         sample = rng.sample(docs, min(40, len(docs)))
         for source, document in sample:
@@ -142,6 +144,9 @@ def test_the_cli_answers_as_python_does(corpus, extra, cli, tmp_path):  # noqa: 
         scan = json.loads(cli("tokens", "where", *flags, "--until", 9, "--doc", "0:3",
                               "--world-size", 2, "--format", "json").stdout)
         assert scan["documents"][0]["sightings"] == s.where(0, 3, until=9, world_size=2)
+        explained = cli("tokens", "explain", *flags, "--index", index, "--step", 11,
+                        "--format", "json").stdout
+        assert json.loads(explained) == s.explain(11, world_size=1), name
         table = cli("tokens", "where", *flags, "--index", index, "--doc", "0:3").stdout
         assert table.startswith(f"source 0 document 3: {len(s.where(0, 3, index=index))} "
                                 f"piece")

@@ -35,6 +35,12 @@ struct StepExplanation {
 // (rank_sequences' checks).
 StepExplanation explain_step(TokenPlan plan, uint64_t step, uint64_t world_size,
                              uint64_t sources);
+// The same from `plan` standing at the boundary of a step s0 <= step, `before` each source's
+// tokens in steps [0, s0) (a PlanIndex's state and ledger: tokens/where.h's explain_indexed):
+// O((step - s0 + 1) B) planning. Throws std::invalid_argument for a plan past `step`, or inside
+// a step.
+StepExplanation explain_step_from(TokenPlan plan, std::vector<uint64_t> before, uint64_t step,
+                                  uint64_t world_size, uint64_t sources);
 
 }  // namespace distsampler
 

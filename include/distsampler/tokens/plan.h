@@ -168,6 +168,13 @@ class TokenPlan {
 
   const TokenPlanOptions& options() const { return options_; }
   const Mixer& mixer() const { return mixer_; }
+  // Provenance's ledger (tokens/where.h's index, explain): from here on, each source's tokens in
+  // the sequences planned (their spans' sum, counted whether or not the spans are built), on
+  // top of `from` (per source; sources added later start at 0). Not the plan's state: load()
+  // leaves it as it is, for the caller to set.
+  void count_tokens(std::vector<uint64_t> from) { ledger_ = std::move(from); }
+  // The ledger, or nullptr when count_tokens was never called.
+  const std::vector<uint64_t>* tokens_counted() const { return ledger_ ? &*ledger_ : nullptr; }
   uint64_t sequence_tokens() const { return options_.seq_len + 1; }
 
  private:
@@ -191,6 +198,11 @@ class TokenPlan {
   std::vector<std::vector<Span>> bins_;
   uint64_t next_bin_ = 0;
   MixState anchor_;
+  std::optional<std::vector<uint64_t>> ledger_;
+  void count(uint32_t source, uint64_t tokens) {
+    if (source >= ledger_->size()) ledger_->resize(source + 1, 0);
+    (*ledger_)[source] += tokens;
+  }
 };
 
 }  // namespace distsampler

@@ -23,6 +23,7 @@
 #include "distsampler/node/plan_feed.h"
 #include "distsampler/state_dict.h"
 #include "distsampler/tokens/explain.h"
+#include "distsampler/tokens/where.h"
 #include "distsampler/tokens/plan.h"
 
 namespace distsampler {
@@ -129,7 +130,9 @@ class TokenStreamRuntime {
 
   // Which documents made `step` (tokens/explain.h): the plan from its start, whatever this
   // stream's position. Throws std::invalid_argument naming world_size (rank_sequences').
-  StepExplanation explain(uint64_t step, uint64_t world_size) const;
+  // With `index` (tokens/where.h's, of this run): from its last state at or before the step.
+  StepExplanation explain(uint64_t step, uint64_t world_size,
+                          const PlanIndex* index = nullptr) const;
   // The plan at sequence 0 (what explain walks, and where.h's queries start from).
   const TokenPlan& start() const { return *start_; }
 

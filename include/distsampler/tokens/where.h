@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "distsampler/tokens/explain.h"
 #include "distsampler/tokens/plan.h"
 
 namespace distsampler {
@@ -46,9 +47,10 @@ struct Sighting {
 
 using DocumentId = std::pair<uint32_t, uint64_t>;  // (source, document)
 
-// The plan's state at steps 0, K, 2K, ... and at its last step `steps`: O(sources x steps / K)
-// words (each state TokenPlanState's words, token_state_words). Built by planning the run once
-// (the sequences without their spans); the states cost O(sources) each beside K B sequences.
+// The plan's state at steps 0, K, 2K, ... and at its last step `steps`, with each source's tokens
+// before it: O(sources x steps / K) words (each state TokenPlanState's words, token_state_words,
+// and the ledger). Built by planning the run once (the sequences without their spans); the
+// states cost O(sources) each beside K B sequences.
 class PlanIndex {
  public:
   static constexpr uint64_t kVersion = 1;
@@ -64,6 +66,8 @@ class PlanIndex {
   TokenPlanState state(size_t i) const;
   // Source `source`'s cursor in state i ((0, 0, 0) before a new source joins).
   SourceCursor cursor(size_t i, uint32_t source) const;
+  // Per source, its tokens in steps [0, step_of(i)) (TokenPlan's ledger: the spans' sum).
+  const std::vector<uint64_t>& tokens_before(size_t i) const { return ledgers_.at(i); }
   // The words the states hold, in bytes (the size in memory and, within a header, on disk).
   uint64_t bytes() const;
   // What the index was built on: the plan's configuration through `steps` (TokenPlan::config,
@@ -74,7 +78,8 @@ class PlanIndex {
   static std::string fingerprint_of(const TokenPlan& start, uint64_t steps);
 
   // A file: "distsampler-plan-index 1\n", one JSON line {"steps", "every", "states",
-  // "fingerprint"}, then per state its word count and words, little-endian uint64.
+  // "fingerprint"}, then per state its word count and words, and its ledger's count and words,
+  // little-endian uint64.
   void save(const std::string& path) const;
   // The index in `path`, checked against `start` (the run it answers for): throws
   // std::invalid_argument naming the file for anything that is not such an index, and naming
@@ -85,8 +90,14 @@ class PlanIndex {
   PlanIndex() = default;
   uint64_t steps_ = 0, every_ = 0;
   std::vector<std::vector<uint64_t>> states_;
+  std::vector<std::vector<uint64_t>> ledgers_;
   std::string fingerprint_;
 };
+
+// explain_step (tokens/explain.h) from the index's last state at or before `step`, with its
+// ledger: O(every) steps planned, whatever the step.
+StepExplanation explain_indexed(const TokenPlan& start, const PlanIndex& index, uint64_t step,
+                                uint64_t world_size, uint64_t sources);
 
 // Every piece of `document` of `source` delivered in steps [0, until), in delivery order, on
 // `world_size` ranks (each sighting's rank and row). With `index` (built on `start`, until <=
