@@ -74,15 +74,31 @@ int run_token_explain(Flags& flags, std::ostream& out) {
   const uint64_t world = flags.take_u64("--world-size", 1);
   const std::string format = flags.take_string("--format", "table");
   const std::string index_path = flags.take_string("--index", "");
+  const std::string tokenizer = flags.take_string("--tokenizer", "");
+  const bool format_given = flags.has("--format");
   flags.finish();
   if (format != "table" && format != "json") {
     throw UsageError("--format " + format + ": allowed: table, json");
+  }
+  if (!tokenizer.empty() && format_given && format != "json") {
+    throw UsageError("--tokenizer " + tokenizer + ": its output is JSON; allowed with it: "
+                     "--format json");
   }
   rank_sequences(run.options.global_batch, world, 0, 0);  // the checks, before any work
   const TokenStreamRuntime stream = make_stream(run);
   std::optional<PlanIndex> index;
   if (!index_path.empty()) index = PlanIndex::load(index_path, stream.start());
   const StepExplanation e = stream.explain(step, world, index ? &*index : nullptr);
+  if (!tokenizer.empty()) {
+    // The text of each span: decoded by Python's tokenizers (distsampler.explain_text).
+    nlohmann::ordered_json payload = {{"explanation", to_json(e)}, {"shards", stream.shards()}};
+    payload["append_eod"] = run.eod && run.eod->appended ? nlohmann::ordered_json(run.eod->id)
+                                                         : nlohmann::ordered_json();
+    out.flush();
+    return run_python_module("distsampler.explain_text", {"--tokenizer", tokenizer},
+                             payload.dump(), "explain --tokenizer",
+                             "DISTSAMPLER_EXPLAIN_PROG", "distsampler tokens explain");
+  }
   if (format == "json") {
     out << to_json(e).dump() << "\n";
   } else {

@@ -28,6 +28,17 @@ TokenFlags parse_run(Flags& flags);
 // adapter drive (opening the sources with the edits and the EOD id, open_token_run's checks).
 TokenStreamRuntime make_stream(const TokenFlags& run);
 
+// The Python that runs the package's modules: DISTSAMPLER_PYTHON, else python3 on PATH
+// (`from_env`: whether the variable named it).
+std::string helper_python(bool* from_env);
+// Runs `PY -m MODULE ARGS...` with `input` on its standard input and this process's standard
+// output and error, `prog_variable` set to `prog` (the module's program name in its messages);
+// returns its exit status (2 when it was killed). Throws UsageError naming `what` when PY
+// cannot be started.
+int run_python_module(const std::string& module, const std::vector<std::string>& args,
+                      const std::string& input, const std::string& what,
+                      const std::string& prog_variable, const std::string& prog);
+
 // `tokens explain` (explain.cc).
 int run_token_explain(Flags& flags, std::ostream& out);
 // `tokens index`, `tokens where` and `tokens takedown` (where.cc).

@@ -339,17 +339,9 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
             "world_size", world_size, 1)
         out: Dict[str, Any] = self._plan.explain(step, world, self._index(index))
         if tokenizer is not None:
-            if isinstance(tokenizer, (str, os.PathLike)):
-                from tokenizers import Tokenizer
-                tokenizer = Tokenizer.from_file(os.fspath(tokenizer))
-            readers: Dict[int, Any] = {}
-            for row in out["rows"]:
-                for span in row["spans"]:
-                    source = span["source"]
-                    if source not in readers:
-                        readers[source] = _core.IndexedSource(self._plan.shards[source])
-                    span["text"] = tokenizer.decode(self._span_tokens(readers[source], span),
-                                                    skip_special_tokens=False)
+            from .explain_text import add_text
+            add_text(out, self._plan.shards,
+                     self.eod_token if self._args["append_eod"] else None, tokenizer)
         return out
 
     def index(self, steps: int, path: Optional[Union[str, "os.PathLike[str]"]] = None, *,
@@ -429,17 +421,6 @@ class TokenStream(IterableDataset):  # type: ignore[type-arg]
         out["skips"] = [edit]
         out["fingerprint"] = json.loads(self._plan.fingerprint(until))
         return out
-
-    def _span_tokens(self, reader: Any, span: Dict[str, Any]) -> List[int]:
-        """The tokens of `span` as the stream reads them: the file's, and the EOD the reader
-        appends after a document's last token (append_eod)."""
-        length = int(reader.length(span["document"]))
-        end = min(span["end"], length)
-        ids = reader.read(span["document"], span["begin"], end).tolist() \
-            if span["begin"] < end else []
-        if span["end"] > length and self._args["append_eod"]:
-            ids.append(int(self.eod_token))  # type: ignore[arg-type]
-        return [int(i) for i in ids]
 
     def state_dict(self) -> Dict[str, Any]:
         """The position after the batches the loop received; taken between steps."""

@@ -132,7 +132,7 @@ def test_each_document_is_the_tokenizers_encoding_and_the_eod(prepared, tokenize
 
 
 def test_a_text_is_found_by_its_dochash_and_its_steps_by_where(prepared, tokenizer, inputs,
-                                                                cli, tmp_path):
+                                                                cli, cli_path, tmp_path):
     """The .dochash beside each shard finds a document by its text (TokenStream.find_text,
     `tokens where --text`): the document whose tokens are that text's encoding, and the steps
     it was read at (docs/tokens.md, "At which steps a document was seen")."""
@@ -156,6 +156,15 @@ def test_a_text_is_found_by_its_dochash_and_its_steps_by_where(prepared, tokeniz
                          200, "--format", "json").stdout)
     assert got["text_matches"] == [{"source": 1, "document": found[0][1]}]
     assert got["documents"][0]["sightings"] == seen
+    # The step's text, by the CLI (distsampler.explain_text on this Python) as by Python.
+    step = seen[0]["step"]
+    env = dict(ENV, DISTSAMPLER_PYTHON=sys.executable)
+    shown = subprocess.run([cli_path, "tokens", "explain", *map(str, flags), "--step", str(step),
+                            "--tokenizer", tokenizer], capture_output=True, text=True, env=env)
+    assert shown.returncode == 0, shown.stderr
+    explained = s.explain(step, world_size=1, tokenizer=tokenizer)
+    assert json.loads(shown.stdout) == explained
+    assert text[:20] in "".join(x["text"] for r in explained["rows"] for x in r["spans"])
 
 
 def test_megatron_reads_the_shards(prepared, tokenizer, inputs):
