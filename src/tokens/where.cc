@@ -348,7 +348,7 @@ void check_document(const TokenPlan& end, uint32_t source, uint64_t document) {
 
 }  // namespace
 
-std::vector<Sighting> where_scan(TokenPlan plan, const std::vector<DocumentId>& documents,
+std::vector<Sighting> where_scan(TokenPlan& plan, const std::vector<DocumentId>& documents,
                                  uint64_t until, uint64_t world_size) {
   const uint64_t batch = plan.options().global_batch;
   check_world(batch, world_size);
@@ -369,11 +369,11 @@ std::vector<Sighting> where_document(const TokenPlan& start, const PlanIndex* in
             "; allowed: 0 (its start)");
   }
   if (index == nullptr) {
-    // Without an index the documents that exist are those of the run's end: walked there.
-    TokenPlan end = start;
-    while (end.step() < until) end.next_step_rows(0, 0);
-    check_document(end, source, document);
-    return where_scan(start, {{source, document}}, until, world_size);
+    // Without an index: one scan to `until`, whose end knows the documents that exist.
+    TokenPlan plan = start;
+    std::vector<Sighting> out = where_scan(plan, {{source, document}}, until, world_size);
+    check_document(plan, source, document);
+    return out;
   }
   if (until > index->steps()) {
     invalid("until = " + std::to_string(until) + " is past the index; allowed: until <= " +

@@ -110,8 +110,9 @@ std::vector<Sighting> where_document(const TokenPlan& start, const PlanIndex* in
                                      uint64_t world_size = 1);
 
 // The brute force: every sequence of steps [from, until) of `plan` (at step `from`'s boundary)
-// scanned for pieces of `documents`.
-std::vector<Sighting> where_scan(TokenPlan plan, const std::vector<DocumentId>& documents,
+// scanned for pieces of `documents`; `plan` is left at `until` (whose mixer knows the run's
+// documents then).
+std::vector<Sighting> where_scan(TokenPlan& plan, const std::vector<DocumentId>& documents,
                                  uint64_t until, uint64_t world_size = 1);
 
 // A takedown of `documents` from step `from_step` on: where each was seen before it (which
